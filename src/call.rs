@@ -310,7 +310,10 @@ mod tests {
         let a = Arguments::from_json_str("{\"city\": \"Par");
         assert!(matches!(
             a,
-            Arguments::Invalid { problem: ArgumentsProblem::InvalidJson, .. }
+            Arguments::Invalid {
+                problem: ArgumentsProblem::InvalidJson,
+                ..
+            }
         ));
     }
 
@@ -319,7 +322,10 @@ mod tests {
         let a = Arguments::from_value(Some(&json!([1])));
         assert!(matches!(
             a,
-            Arguments::Invalid { problem: ArgumentsProblem::NotAnObject, .. }
+            Arguments::Invalid {
+                problem: ArgumentsProblem::NotAnObject,
+                ..
+            }
         ));
     }
 

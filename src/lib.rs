@@ -11,5 +11,17 @@
 //! - [`call`]: the neutral call/result types every stage shares.
 //! - [`provider`]: one module per wire format (parse, format, declare) and shape detection.
 
+pub mod api;
+#![warn(clippy::print_stdout)]
+
 pub mod call;
+pub mod check;
+pub mod cli;
+pub mod config;
 pub mod provider;
+pub mod registry;
+pub mod server;
+pub mod shutdown;
+pub mod telemetry;
+pub mod template;
+pub mod tool;

@@ -7,7 +7,10 @@ use crate::call::ToolResult;
 
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     let _ = completion;
-    Err(ParseError::Shape { expected: super::Provider::OpenaiChat, reason: "not built yet".into() })
+    Err(ParseError::Shape {
+        expected: super::Provider::OpenaiChat,
+        reason: "not built yet".into(),
+    })
 }
 
 pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {

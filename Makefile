@@ -1,0 +1,40 @@
+# toolwire: the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+EXAMPLE_APP_PORT ?= 8081
+
+.PHONY: run build test ci fmt fmt-check lint check-config
+
+## Build and serve the shipped example config (tools.d/) on 127.0.0.1:8080, with the example
+## app that backs the HTTP tool on 127.0.0.1:$(EXAMPLE_APP_PORT). Ctrl-C stops both.
+run: build
+	@PORT=$(EXAMPLE_APP_PORT) python3 docker/example-app/app.py & app=$$!; \
+	trap 'kill $$app 2>/dev/null' EXIT; \
+	./target/debug/toolwire serve --config config/toolwire.toml --tools-dir tools.d
+
+build:
+	$(CARGO) build --locked
+
+## Run the whole test suite (unit, integration, golden, property tests).
+test:
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --locked --no-fail-fast; \
+	else \
+		$(CARGO) test --locked --no-fail-fast; \
+	fi
+
+fmt:
+	$(CARGO) fmt --all
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+## Validate config/toolwire.toml and tools.d/ (exits 1 on any error).
+check-config: build
+	./target/debug/toolwire check --config config/toolwire.toml --tools-dir tools.d
+
+## What CI runs.
+ci: fmt-check lint test check-config

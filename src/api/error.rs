@@ -1,0 +1,102 @@
+//! Request errors in the one DESIGN shape: `{"error": {"code", "message", "details"}}`.
+//!
+//! A *tool* failure is never an `ApiError`: once a completion is understood the answer is 200
+//! and each failed call is an error result. `ApiError` is for requests that cannot be served.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Why a request cannot be served. Each variant maps to exactly one status in
+/// [`ApiError::status`] (an exhaustive match: a new variant will not compile without one).
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    InvalidJson {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("expected `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    #[error("unknown provider `{0}`")]
+    UnknownProvider(String),
+    #[error("{message}")]
+    ProviderMismatch { message: String, detected: Option<String> },
+    #[error("{0}")]
+    Unprocessable(String),
+    #[error("tool `{0}` does not exist")]
+    UnknownTool(String),
+    #[error("the server is not ready: {0}")]
+    NotReady(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+/// The JSON body of every request error.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<Value>,
+}
+
+impl ApiError {
+    /// The HTTP status and stable code of each error.
+    pub fn status(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::InvalidJson { .. } => (StatusCode::BAD_REQUEST, "invalid_json"),
+            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            ApiError::UnknownProvider(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_provider"),
+            ApiError::ProviderMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "provider_mismatch"),
+            ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, "unknown_tool"),
+            ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    fn details(&self) -> Vec<Value> {
+        match self {
+            ApiError::InvalidJson { line, column, .. } => vec![json!({"line": line, "column": column})],
+            ApiError::ProviderMismatch { detected: Some(d), .. } => vec![json!({"detected": d})],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status();
+        if let ApiError::Internal(detail) = &self {
+            // The detail is for operators; the client gets the generic message only.
+            tracing::error!(%detail, "Request failed with an internal error.");
+        }
+        let body = ErrorBody {
+            code,
+            message: self.to_string(),
+            details: self.details(),
+        };
+        let mut resp = (status, Json(json!({ "error": body }))).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}

@@ -1,0 +1,56 @@
+//! The HTTP API (DESIGN §2): router, handlers and the request-error shape.
+
+pub mod error;
+mod handlers;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::http::{Method, Uri};
+use axum::routing::get;
+
+use crate::config::ServerConfig;
+use crate::registry::Registry;
+
+pub use error::ApiError;
+
+/// Shared state of every handler. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The active tool set. Swapped whole on reload; a request keeps the snapshot it started with.
+    pub registry: Arc<ArcSwap<Registry>>,
+    pub config: Arc<ServerConfig>,
+}
+
+impl AppState {
+    /// State around a loaded registry.
+    pub fn new(config: ServerConfig, registry: Registry) -> Self {
+        AppState {
+            registry: Arc::new(ArcSwap::from_pointee(registry)),
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// The router with every route and the error fallbacks.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz))
+        .route("/v1/tools", get(handlers::list_tools))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(uri.path().to_owned())
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}

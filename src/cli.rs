@@ -1,0 +1,68 @@
+//! Command-line interface (clap derive). `main.rs` runs what is parsed here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::server::LogFormat;
+
+/// toolwire: executes LLM tool calls for agents in any language.
+///
+/// Tools are declared in files under a tools directory (tools.d/), each mapped to an HTTP or a
+/// subprocess backend. `serve` runs the HTTP API; `check` validates the configuration.
+#[derive(Debug, Parser)]
+#[command(name = "toolwire", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server on the configured tools.
+    ///
+    /// Example: toolwire serve --config config/toolwire.toml --tools-dir tools.d
+    Serve(ServeArgs),
+    /// Validate the server config and every tool file; print the tools, or every problem.
+    ///
+    /// Exits 1 when any error is found. Warnings (vague descriptions, undocumented parameters)
+    /// never fail the check.
+    Check(CheckArgs),
+}
+
+/// Where the configuration comes from.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Server config file (TOML). Without it the built-in defaults apply; TOOLWIRE_* variables
+    /// override either.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of tool files (*.toml, *.yaml, *.yml, *.json). Overrides `tools_dir`.
+    #[arg(long, value_name = "DIR")]
+    pub tools_dir: Option<PathBuf>,
+}
+
+/// `toolwire serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Address to listen on, e.g. 127.0.0.1:8080. Overrides `listen`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Log format. Overrides `log_format`.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// `toolwire check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,247 @@
+//! Server configuration: embedded defaults → `--config FILE` → `TOOLWIRE_*` environment.
+//!
+//! The defaults are `config/toolwire.toml`, compiled in, so the shipped file and the binary can
+//! never disagree. Unknown keys in a file are errors (`deny_unknown_fields`); environment
+//! variables are filtered to the keys the defaults define, so an unrelated `TOOLWIRE_FOO` in a
+//! container's environment cannot stop the server from starting.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Serialize};
+
+use super::duration::HumanDuration;
+
+/// The shipped, fully commented defaults.
+pub const DEFAULTS_TOML: &str = include_str!("../../config/toolwire.toml");
+
+/// Prefix of environment variables that override config keys.
+pub const ENV_PREFIX: &str = "TOOLWIRE_";
+
+/// The checked server configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub tools_dir: PathBuf,
+    pub log: String,
+    pub log_format: LogFormat,
+    pub listen_backlog: u32,
+    pub limits: Limits,
+    pub defaults: ToolDefaults,
+    pub http_client: HttpClientConfig,
+    pub shutdown: ShutdownConfig,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// Inbound limits.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub body_bytes: usize,
+    pub json_depth: usize,
+    pub calls_per_request: usize,
+    pub request_parallelism: usize,
+    pub global_in_flight: usize,
+    pub header_read_timeout: HumanDuration,
+    pub request_timeout: HumanDuration,
+}
+
+/// Policy for tools that do not set their own.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDefaults {
+    pub timeout: HumanDuration,
+    pub exec_timeout: HumanDuration,
+    pub deadline: HumanDuration,
+    pub kill_grace: HumanDuration,
+    pub max_read_bytes: usize,
+    pub max_output_bytes: usize,
+    pub retry: RetryDefaults,
+}
+
+/// Default retry policy.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryDefaults {
+    pub max_attempts: u32,
+    pub backoff: HumanDuration,
+    pub max_backoff: HumanDuration,
+}
+
+/// The shared outbound HTTP client.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpClientConfig {
+    pub connect_timeout: HumanDuration,
+    pub pool_max_idle_per_host: usize,
+}
+
+/// Graceful shutdown.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    pub drain: HumanDuration,
+}
+
+/// A server configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerConfigError {
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+    #[error("invalid server configuration: {0}")]
+    Invalid(String),
+}
+
+impl ServerConfig {
+    /// Loads defaults → `file` → `TOOLWIRE_*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ServerConfigError> {
+        Self::from_figment(Self::figment(file)?)
+    }
+
+    /// The layered sources, without the environment (for tests that must not read it).
+    pub fn figment_without_env(file: Option<&Path>) -> Result<Figment, ServerConfigError> {
+        let mut fig = Figment::from(Toml::string(DEFAULTS_TOML));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ServerConfigError::Missing(path.to_owned()));
+            }
+            fig = fig.merge(Toml::file_exact(path));
+        }
+        Ok(fig)
+    }
+
+    /// The layered sources: defaults, the file, and the environment filtered to known keys.
+    pub fn figment(file: Option<&Path>) -> Result<Figment, ServerConfigError> {
+        let known = known_keys();
+        let env = Env::prefixed(ENV_PREFIX)
+            .split("__")
+            .filter(move |key| known.iter().any(|k| key == k.as_str()));
+        Ok(Self::figment_without_env(file)?.merge(env))
+    }
+
+    /// Extracts and checks the configuration.
+    pub fn from_figment(fig: Figment) -> Result<Self, ServerConfigError> {
+        let cfg: ServerConfig = fig
+            .extract()
+            .map_err(|e| ServerConfigError::Invalid(flatten_figment_error(e)))?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), ServerConfigError> {
+        let mut problems = Vec::new();
+        let l = &self.limits;
+        if l.body_bytes == 0 || l.body_bytes > 16 * 1024 * 1024 {
+            problems.push("limits.body_bytes must be between 1 and 16 MiB".to_owned());
+        }
+        if l.json_depth == 0 || l.json_depth > 120 {
+            problems.push("limits.json_depth must be between 1 and 120".to_owned());
+        }
+        for (name, v) in [
+            ("limits.calls_per_request", l.calls_per_request),
+            ("limits.request_parallelism", l.request_parallelism),
+            ("limits.global_in_flight", l.global_in_flight),
+        ] {
+            if v == 0 {
+                problems.push(format!("{name} must be at least 1"));
+            }
+        }
+        let r = &self.defaults.retry;
+        if !(1..=5).contains(&r.max_attempts) {
+            problems.push("defaults.retry.max_attempts must be between 1 and 5".to_owned());
+        }
+        if self.defaults.timeout > self.defaults.deadline {
+            problems.push("defaults.timeout must not exceed defaults.deadline".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ServerConfigError::Invalid(problems.join("; ")))
+        }
+    }
+}
+
+/// Every leaf key of the defaults, dotted (`limits.body_bytes`): the environment variables
+/// that may override something.
+fn known_keys() -> Vec<String> {
+    fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
+        for (k, v) in table {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => walk(&key, t, out),
+                _ => out.push(key),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(table) = DEFAULTS_TOML.parse::<toml::Table>() {
+        walk("", &table, &mut out);
+    }
+    out
+}
+
+fn flatten_figment_error(e: figment::Error) -> String {
+    e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_are_valid_and_documented_values() {
+        let cfg = ServerConfig::from_figment(ServerConfig::figment_without_env(None).unwrap()).unwrap();
+        assert_eq!(cfg.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(cfg.limits.body_bytes, 2 * 1024 * 1024);
+        assert_eq!(cfg.defaults.retry.max_attempts, 3);
+        assert_eq!(cfg.listen_backlog, 4096);
+    }
+
+    #[test]
+    fn unknown_key_in_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:1\"\nlisten_bakclog = 5\n").unwrap();
+        let err = ServerConfig::from_figment(ServerConfig::figment_without_env(Some(&path)).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen_bakclog"), "{err}");
+    }
+
+    #[test]
+    fn file_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[limits]\nbody_bytes = 1024\n").unwrap();
+        let cfg = ServerConfig::from_figment(ServerConfig::figment_without_env(Some(&path)).unwrap()).unwrap();
+        assert_eq!(cfg.limits.body_bytes, 1024);
+        assert_eq!(cfg.limits.json_depth, 64);
+    }
+
+    #[test]
+    fn known_keys_cover_nested_tables() {
+        let keys = known_keys();
+        assert!(keys.contains(&"listen".to_owned()));
+        assert!(keys.contains(&"defaults.retry.max_attempts".to_owned()));
+    }
+
+    #[test]
+    fn missing_file_is_reported() {
+        let err = ServerConfig::figment_without_env(Some(Path::new("/nonexistent/x.toml"))).unwrap_err();
+        assert!(matches!(err, ServerConfigError::Missing(_)));
+    }
+}

@@ -1,0 +1,159 @@
+//! Raw serde types of one `tools.d/` file: they mirror the file, nothing more.
+//!
+//! Everything that can be wrong in more than one way is kept loose here (durations and modes
+//! as strings, required fields as `Option`) so that `registry` can report *every* problem of a
+//! tool in one pass instead of stopping at serde's first error. Unknown keys are found with
+//! `serde_ignored` (not `deny_unknown_fields`, which also stops at the first one); each struct
+//! lists its keys for "did you mean" suggestions.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The top level of a tools file.
+#[derive(Debug, Deserialize)]
+pub struct ToolFile {
+    /// Each tool is deserialised separately so that one broken tool does not hide the others.
+    pub tools: Option<Vec<Value>>,
+}
+
+/// Keys of [`ToolFile`].
+pub const FILE_KEYS: &[&str] = &["tools"];
+
+/// One tool as written in a file (DESIGN §3).
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolConfig {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Full JSON Schema (object root), or the short form `{ city = "string", … }`.
+    pub parameters: Option<Value>,
+    /// Per attempt.
+    pub timeout: Option<String>,
+    /// Whole call, all attempts.
+    pub deadline: Option<String>,
+    /// Allows retrying after the request was sent.
+    pub idempotent: Option<bool>,
+    pub retry: Option<RetryConfig>,
+    /// Most calls of this tool in flight at once, across requests.
+    pub concurrency: Option<u32>,
+    /// Hidden arguments filled from the request `state`: `{ user_id = "state.user_id" }`.
+    #[serde(default)]
+    pub inject: BTreeMap<String, String>,
+    /// Most bytes of output returned to the model.
+    pub max_output_bytes: Option<usize>,
+    /// Most bytes read from the backend.
+    pub max_read_bytes: Option<usize>,
+    /// TERM → KILL grace for subprocess tools.
+    pub kill_grace: Option<String>,
+    pub http: Option<HttpConfig>,
+    pub exec: Option<ExecConfig>,
+}
+
+/// Keys of [`ToolConfig`].
+pub const TOOL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "tags",
+    "parameters",
+    "timeout",
+    "deadline",
+    "idempotent",
+    "retry",
+    "concurrency",
+    "inject",
+    "max_output_bytes",
+    "max_read_bytes",
+    "kill_grace",
+    "http",
+    "exec",
+];
+
+/// `retry = { max_attempts, backoff, max_backoff }`.
+#[derive(Debug, Default, Deserialize)]
+pub struct RetryConfig {
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<String>,
+    pub max_backoff: Option<String>,
+}
+
+/// Keys of [`RetryConfig`].
+pub const RETRY_KEYS: &[&str] = &["max_attempts", "backoff", "max_backoff"];
+
+/// `[tools.http]`.
+#[derive(Debug, Default, Deserialize)]
+pub struct HttpConfig {
+    pub method: Option<String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A JSON body template; by default POST/PUT/PATCH send the arguments object.
+    pub body: Option<Value>,
+}
+
+/// Keys of [`HttpConfig`].
+pub const HTTP_KEYS: &[&str] = &["method", "url", "query", "headers", "body"];
+
+/// `[tools.exec]`.
+#[derive(Debug, Default, Deserialize)]
+pub struct ExecConfig {
+    /// Program and fixed leading arguments; never run through a shell.
+    pub command: Option<Vec<String>>,
+    /// Further arguments; each element may hold `{placeholders}` and stays one argv element.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// `"json"` (the envelope on stdin) or `"none"`.
+    pub stdin: Option<String>,
+    /// The only environment the process gets (plus a minimal `PATH`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    /// `"text"` or `"json"`.
+    pub output: Option<String>,
+}
+
+/// Keys of [`ExecConfig`].
+pub const EXEC_KEYS: &[&str] = &["command", "args", "stdin", "env", "cwd", "output"];
+
+/// The known keys at a key path (`tools[0].http` → [`HTTP_KEYS`]), for suggestions.
+pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
+    match parent.rsplit('.').next().unwrap_or("") {
+        "" => FILE_KEYS,
+        "http" => HTTP_KEYS,
+        "exec" => EXEC_KEYS,
+        "retry" => RETRY_KEYS,
+        _ => TOOL_KEYS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Keeps the key lists in step with the structs: a tool with every listed key set must
+    /// leave nothing ignored.
+    #[test]
+    fn key_lists_match_the_structs() {
+        let v = json!({
+            "name": "n", "description": "d", "tags": [], "parameters": {}, "timeout": "1s",
+            "deadline": "2s", "idempotent": true, "concurrency": 1, "inject": {},
+            "max_output_bytes": 1, "max_read_bytes": 1, "kill_grace": "1s",
+            "retry": {"max_attempts": 1, "backoff": "1s", "max_backoff": "1s"},
+            "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {}},
+            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"}
+        });
+        let obj = v.as_object().unwrap();
+        assert_eq!(obj.len(), TOOL_KEYS.len());
+        let mut ignored = Vec::new();
+        let _: ToolConfig = serde_ignored::deserialize(v.clone(), |p| ignored.push(p.to_string())).unwrap();
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(obj["http"].as_object().unwrap().len(), HTTP_KEYS.len());
+        assert_eq!(obj["exec"].as_object().unwrap().len(), EXEC_KEYS.len());
+        assert_eq!(obj["retry"].as_object().unwrap().len(), RETRY_KEYS.len());
+    }
+}

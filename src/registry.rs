@@ -1,0 +1,649 @@
+//! The registry: the one step from raw config to runtime [`Tool`]s.
+//!
+//! [`Registry::build`] checks every raw tool (names, schemas, placeholders, backends,
+//! durations), compiles each schema once, applies the server's defaults to each policy, and
+//! either returns a complete registry or *every* error found. Lookup by name is a hash map.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::config::load::{LoadedDir, RawTool, load_dir};
+use crate::config::server::ToolDefaults;
+use crate::config::tool_file::{ExecConfig, HttpConfig};
+use crate::config::{Diagnostic, HumanDuration, lint, params};
+use crate::template::{Segment, Template};
+use crate::tool::{BackendSpec, ExecSpec, HttpBody, HttpSpec, OutputMode, Policy, RetryPolicy, StdinMode, Tool};
+
+/// The portable tool-name rule (OpenAI, Anthropic and Bedrock agree on it).
+static NAME_RE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^[a-zA-Z0-9_-]{1,64}$").ok());
+
+/// Deepest schema nesting accepted at load (stack safety for the validator).
+const MAX_SCHEMA_DEPTH: usize = 64;
+
+/// Most attempts a tool may ask for.
+const MAX_ATTEMPTS: u32 = 5;
+
+/// A loaded, checked tool set.
+#[derive(Debug, Default)]
+pub struct Registry {
+    by_name: HashMap<String, Arc<Tool>>,
+    /// Load order: files sorted by name, tools in file order.
+    order: Vec<Arc<Tool>>,
+    /// Content hash of the tool files.
+    pub version: String,
+    pub warnings: Vec<Diagnostic>,
+    /// Values resolved from `${env:}`/`${file:}`, to redact from logs and errors.
+    pub secrets: Vec<String>,
+    pub files: Vec<PathBuf>,
+}
+
+impl Registry {
+    /// Loads and checks `dir` with the process environment.
+    pub fn load(dir: &Path, defaults: &ToolDefaults) -> Result<Registry, Vec<Diagnostic>> {
+        Self::build(load_dir(dir, &|name| std::env::var(name).ok()), defaults)
+    }
+
+    /// Checks the loaded tools. `Err` holds every diagnostic (errors and warnings).
+    pub fn build(loaded: LoadedDir, defaults: &ToolDefaults) -> Result<Registry, Vec<Diagnostic>> {
+        let LoadedDir {
+            tools,
+            mut diagnostics,
+            secrets,
+            files,
+            version,
+        } = loaded;
+        let mut by_name: HashMap<String, Arc<Tool>> = HashMap::new();
+        let mut first_seen: HashMap<String, PathBuf> = HashMap::new();
+        let mut order = Vec::new();
+        for raw in tools {
+            let name = raw.config.name.clone();
+            if let Some(name) = &name {
+                if let Some(first) = first_seen.get(name) {
+                    diagnostics.push(Diagnostic::error(
+                        &raw.file,
+                        Some(name),
+                        format!("tools[{}].name", raw.index),
+                        format!("duplicate tool name `{name}` (first declared in {})", first.display()),
+                    ));
+                    continue;
+                }
+                first_seen.insert(name.clone(), raw.file.clone());
+            }
+            if let Some(tool) = check_tool(raw, defaults, &mut diagnostics) {
+                let tool = Arc::new(tool);
+                by_name.insert(tool.name.clone(), Arc::clone(&tool));
+                order.push(tool);
+            }
+        }
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            diagnostics.sort_by(|a, b| (&a.file, a.severity).cmp(&(&b.file, b.severity)));
+            return Err(diagnostics);
+        }
+        Ok(Registry {
+            by_name,
+            order,
+            version,
+            warnings: diagnostics,
+            secrets,
+            files,
+        })
+    }
+
+    /// Looks a tool up by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.by_name.get(name)
+    }
+
+    /// Every tool, in load order.
+    pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.order
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// True when no tool is loaded.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+/// Collects the problems of one tool; `None` when it has any error.
+struct Checker<'a> {
+    file: &'a Path,
+    prefix: String,
+    name: Option<String>,
+    errors: usize,
+    out: &'a mut Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, key: &str, message: impl Into<String>) {
+        let path = if key.is_empty() {
+            self.prefix.clone()
+        } else {
+            format!("{}.{key}", self.prefix)
+        };
+        self.out
+            .push(Diagnostic::error(self.file, self.name.as_deref(), path, message));
+        self.errors += 1;
+    }
+
+    fn duration(&mut self, key: &str, value: Option<&str>, default: Duration) -> Duration {
+        match value.map(HumanDuration::parse) {
+            None => default,
+            Some(Ok(d)) if d.0.is_zero() => {
+                self.error(key, "must be greater than zero");
+                default
+            }
+            Some(Ok(d)) => d.0,
+            Some(Err(e)) => {
+                self.error(key, e);
+                default
+            }
+        }
+    }
+}
+
+fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) -> Option<Tool> {
+    let RawTool { file, index, config } = raw;
+    let mut c = Checker {
+        file: &file,
+        prefix: format!("tools[{index}]"),
+        name: config.name.clone(),
+        errors: 0,
+        out,
+    };
+    let name = match &config.name {
+        None => {
+            c.error("name", "missing required key `name`");
+            String::new()
+        }
+        Some(n) if !NAME_RE.as_ref().is_some_and(|re| re.is_match(n)) => {
+            c.error(
+                "name",
+                format!("`{n}` is not a valid tool name: use 1-64 of a-z A-Z 0-9 _ -"),
+            );
+            n.clone()
+        }
+        Some(n) => n.clone(),
+    };
+
+    // Schema: expand the short form, check the root, compile once.
+    let parameters = match params::expand(config.parameters.as_ref()) {
+        Ok(schema) => Some(schema),
+        Err(errors) => {
+            for (key, msg) in errors {
+                let key = if key.is_empty() {
+                    "parameters".to_owned()
+                } else {
+                    format!("parameters.{key}")
+                };
+                c.error(&key, msg);
+            }
+            None
+        }
+    };
+    let validator = parameters.as_ref().and_then(|schema| compile_schema(schema, &mut c));
+    let param_names: HashSet<String> = parameters
+        .as_ref()
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+
+    // Injected state: hidden from the model, so it must not shadow a model-visible parameter.
+    let mut inject = Vec::new();
+    for (key, source) in &config.inject {
+        let ikey = format!("inject.{key}");
+        if param_names.contains(key) {
+            c.error(
+                &ikey,
+                format!("`{key}` is also a model-visible parameter; rename one of them"),
+            );
+        }
+        match source.strip_prefix("state.") {
+            Some(path) if !path.is_empty() && path.split('.').all(|p| !p.is_empty()) => {
+                inject.push((key.clone(), path.split('.').map(str::to_owned).collect()));
+            }
+            _ => c.error(
+                &ikey,
+                format!("`{source}` must name a state path, e.g. \"state.user_id\""),
+            ),
+        }
+    }
+    let mut known_args = param_names.clone();
+    known_args.extend(config.inject.keys().cloned());
+
+    let backend = match (&config.http, &config.exec) {
+        (Some(_), Some(_)) => {
+            c.error("", "has both `http` and `exec`; a tool has exactly one backend");
+            None
+        }
+        (None, None) => {
+            c.error("", "has no backend: add an `http` or an `exec` table");
+            None
+        }
+        (Some(http), None) => check_http(http, &known_args, &mut c).map(BackendSpec::Http),
+        (None, Some(exec)) => check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec),
+    };
+
+    let default_timeout = if config.exec.is_some() {
+        defaults.exec_timeout.0
+    } else {
+        defaults.timeout.0
+    };
+    let timeout = c.duration("timeout", config.timeout.as_deref(), default_timeout);
+    let deadline = c.duration("deadline", config.deadline.as_deref(), defaults.deadline.0.max(timeout));
+    if timeout > deadline {
+        c.error("timeout", "the per-attempt timeout must not exceed the call `deadline`");
+    }
+    let kill_grace = c.duration("kill_grace", config.kill_grace.as_deref(), defaults.kill_grace.0);
+    let r = config.retry.as_ref();
+    let max_attempts = r.and_then(|r| r.max_attempts).unwrap_or(defaults.retry.max_attempts);
+    if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
+        c.error(
+            "retry.max_attempts",
+            format!("must be between 1 and {MAX_ATTEMPTS} (it counts the first try)"),
+        );
+    }
+    let backoff = c.duration(
+        "retry.backoff",
+        r.and_then(|r| r.backoff.as_deref()),
+        defaults.retry.backoff.0,
+    );
+    let max_backoff = c.duration(
+        "retry.max_backoff",
+        r.and_then(|r| r.max_backoff.as_deref()),
+        defaults.retry.max_backoff.0,
+    );
+    if backoff > max_backoff {
+        c.error("retry.backoff", "must not exceed `retry.max_backoff`");
+    }
+    if config.concurrency == Some(0) {
+        c.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
+    }
+    for (key, v) in [
+        ("max_output_bytes", config.max_output_bytes),
+        ("max_read_bytes", config.max_read_bytes),
+    ] {
+        if v == Some(0) {
+            c.error(key, "must be at least 1");
+        }
+    }
+    for (i, tag) in config.tags.iter().enumerate() {
+        if tag.trim().is_empty() || tag.contains(',') {
+            c.error(&format!("tags[{i}]"), "tags must be non-empty and must not contain `,`");
+        }
+    }
+
+    if let Some(schema) = &parameters
+        && !name.is_empty()
+    {
+        c.out.extend(lint::lint_tool(
+            &file,
+            &c.prefix,
+            &name,
+            config.description.as_deref(),
+            schema,
+        ));
+    }
+    if let (Some(BackendSpec::Exec(e)), false) = (&backend, param_names.is_empty())
+        && e.stdin == StdinMode::None
+        && e.args.iter().all(Template::is_literal)
+    {
+        c.out.push(Diagnostic::warning(
+            &file,
+            Some(&name),
+            format!("{}.exec", c.prefix),
+            "the tool has parameters but they never reach the program: set `stdin = \"json\"` or use `{placeholders}` in `args`",
+        ));
+    }
+
+    if c.errors > 0 {
+        return None;
+    }
+    Some(Tool {
+        name,
+        description: config.description.unwrap_or_default(),
+        tags: config.tags,
+        parameters: parameters?,
+        validator: validator?,
+        inject,
+        policy: Policy {
+            timeout,
+            deadline,
+            idempotent: config.idempotent.unwrap_or(false),
+            retry: RetryPolicy {
+                max_attempts,
+                backoff,
+                max_backoff,
+            },
+            concurrency: config.concurrency.map(|n| n as usize),
+            max_read_bytes: config.max_read_bytes.unwrap_or(defaults.max_read_bytes),
+            max_output_bytes: config.max_output_bytes.unwrap_or(defaults.max_output_bytes),
+            kill_grace,
+        },
+        backend: backend?,
+        source: file.clone(),
+    })
+}
+
+/// Compiles a tool schema: object root, bounded depth, no remote `$ref` (offline retriever),
+/// Draft 2020-12 unless `$schema` names another draft.
+fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Validator> {
+    if depth(schema) > MAX_SCHEMA_DEPTH {
+        c.error(
+            "parameters",
+            format!("the schema is nested deeper than {MAX_SCHEMA_DEPTH} levels"),
+        );
+        return None;
+    }
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        c.error(
+            "parameters",
+            "the schema root must have `type = \"object\"` (tool arguments are always an object)",
+        );
+        return None;
+    }
+    match jsonschema::options().offline().build(schema) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            c.error(
+                "parameters",
+                format!("the schema does not compile: {e} (at {})", e.schema_path()),
+            );
+            None
+        }
+    }
+}
+
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Parses a template and checks that its placeholders name arguments.
+fn template(key: &str, text: &str, known: &HashSet<String>, c: &mut Checker<'_>) -> Option<Template> {
+    match Template::parse(text) {
+        Ok(t) => {
+            let mut ok = true;
+            for seg in t.placeholders() {
+                if let Segment::Arg(name) = seg
+                    && !known.contains(name)
+                {
+                    c.error(key, format!("placeholder `{{{name}}}` names no declared parameter or `inject` key (use `{{state.…}}` for request state)"));
+                    ok = false;
+                }
+            }
+            ok.then_some(t)
+        }
+        Err(e) => {
+            c.error(key, e.to_string());
+            None
+        }
+    }
+}
+
+fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -> Option<HttpSpec> {
+    let method = match http.method.as_deref().unwrap_or("POST").to_ascii_uppercase().as_str() {
+        "GET" => reqwest::Method::GET,
+        "POST" => reqwest::Method::POST,
+        "PUT" => reqwest::Method::PUT,
+        "PATCH" => reqwest::Method::PATCH,
+        "DELETE" => reqwest::Method::DELETE,
+        "HEAD" => reqwest::Method::HEAD,
+        other => {
+            c.error(
+                "http.method",
+                format!("`{other}` is not supported; use GET, POST, PUT, PATCH, DELETE or HEAD"),
+            );
+            reqwest::Method::POST
+        }
+    };
+    let url = match &http.url {
+        None => {
+            c.error("http.url", "missing required key `url`");
+            None
+        }
+        Some(u) => template("http.url", u, known, c).filter(|t| check_url_shape(t, c)),
+    };
+    let mut query = Vec::new();
+    for (k, v) in &http.query {
+        if let Some(t) = template(&format!("http.query.{k}"), v, known, c) {
+            query.push((k.clone(), t));
+        }
+    }
+    let mut headers = Vec::new();
+    for (k, v) in &http.headers {
+        let key = format!("http.headers.{k}");
+        if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+            c.error(&key, format!("`{k}` is not a valid header name"));
+        }
+        if let Some(t) = template(&key, v, known, c) {
+            headers.push((k.clone(), t));
+        }
+    }
+    let has_body = !matches!(
+        method,
+        reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::DELETE
+    );
+    let body = match (&http.body, has_body) {
+        (Some(_), false) => {
+            c.error(
+                "http.body",
+                format!("{method} requests carry no body here; use query or url placeholders"),
+            );
+            HttpBody::None
+        }
+        (Some(tpl), true) => {
+            check_body_template(tpl, "http.body", known, c);
+            HttpBody::Template(tpl.clone())
+        }
+        (None, true) => HttpBody::Arguments,
+        (None, false) => HttpBody::None,
+    };
+    Some(HttpSpec {
+        method,
+        url: url?,
+        query,
+        headers,
+        body,
+    })
+}
+
+/// Placeholders may fill the path and query of a URL, never its scheme or host: the part up to
+/// the first `/` after `://` must be literal.
+fn check_url_shape(t: &Template, c: &mut Checker<'_>) -> bool {
+    let Some(Segment::Literal(first)) = t.segments.first() else {
+        c.error("http.url", "must start with a literal `http://host` or `https://host`");
+        return false;
+    };
+    let Some((scheme, rest)) = first.split_once("://") else {
+        c.error("http.url", "must be an absolute http:// or https:// URL");
+        return false;
+    };
+    if scheme != "http" && scheme != "https" {
+        c.error(
+            "http.url",
+            format!("scheme `{scheme}` is not supported; use http or https"),
+        );
+        return false;
+    }
+    let host_end = rest.find(['/', '?', '#']);
+    if host_end.is_none() && !t.is_literal() {
+        c.error(
+            "http.url",
+            "placeholders may not be part of the host: put a `/` after the host",
+        );
+        return false;
+    }
+    let host = &rest[..host_end.unwrap_or(rest.len())];
+    if host.is_empty() {
+        c.error("http.url", "has no host");
+        return false;
+    }
+    true
+}
+
+fn check_body_template(v: &Value, path: &str, known: &HashSet<String>, c: &mut Checker<'_>) {
+    match v {
+        Value::String(s) => {
+            template(path, s, known, c);
+        }
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, v)| check_body_template(v, &format!("{path}[{i}]"), known, c)),
+        Value::Object(o) => o
+            .iter()
+            .for_each(|(k, v)| check_body_template(v, &format!("{path}.{k}"), known, c)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -> Option<ExecSpec> {
+    let command = exec.command.as_deref().unwrap_or_default();
+    let program = match command.first() {
+        None => {
+            c.error(
+                "exec.command",
+                "must name a program: `command = [\"python3\", \"script.py\"]` (never a shell string)",
+            );
+            None
+        }
+        Some(p) if p.trim().is_empty() => {
+            c.error("exec.command[0]", "the program is empty");
+            None
+        }
+        Some(p) if p.contains('{') => {
+            c.error(
+                "exec.command[0]",
+                "the program must be literal; put `{placeholders}` in later arguments",
+            );
+            None
+        }
+        Some(p) => Some(p.clone()),
+    };
+    let mut args = Vec::new();
+    let fixed = command
+        .iter()
+        .skip(1)
+        .enumerate()
+        .map(|(i, a)| (format!("exec.command[{}]", i + 1), a));
+    let extra = exec
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("exec.args[{i}]"), a));
+    for (key, a) in fixed.chain(extra) {
+        if a.contains('\0') {
+            c.error(&key, "contains a NUL byte");
+        } else if let Some(t) = template(&key, a, known, c) {
+            args.push(t);
+        }
+    }
+    let stdin = match exec.stdin.as_deref().unwrap_or("none") {
+        "json" => StdinMode::Json,
+        "none" => StdinMode::None,
+        other => {
+            c.error(
+                "exec.stdin",
+                format!("`{other}` is not a stdin mode; use \"json\" or \"none\""),
+            );
+            StdinMode::None
+        }
+    };
+    let output = match exec.output.as_deref().unwrap_or("text") {
+        "text" => OutputMode::Text,
+        "json" => OutputMode::Json,
+        other => {
+            c.error(
+                "exec.output",
+                format!("`{other}` is not an output mode; use \"text\" or \"json\""),
+            );
+            OutputMode::Text
+        }
+    };
+    let mut env = Vec::new();
+    for (k, v) in &exec.env {
+        if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+            c.error(
+                &format!("exec.env.{k}"),
+                "environment names must be non-empty without `=` or NUL; values without NUL",
+            );
+        } else {
+            env.push((k.clone(), v.clone()));
+        }
+    }
+    let cwd = exec.cwd.as_ref().map(PathBuf::from);
+    Some(ExecSpec {
+        program: program?,
+        args,
+        stdin,
+        env,
+        cwd,
+        output,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+
+    fn defaults() -> ToolDefaults {
+        ServerConfig::from_figment(ServerConfig::figment_without_env(None).unwrap())
+            .unwrap()
+            .defaults
+    }
+
+    fn build(toml: &str) -> Result<Registry, Vec<Diagnostic>> {
+        let mut loaded = LoadedDir::default();
+        crate::config::load::load_file(Path::new("t.toml"), toml, &|_| None, &mut loaded);
+        Registry::build(loaded, &defaults())
+    }
+
+    #[test]
+    fn builds_an_http_tool_with_defaults_applied() {
+        let reg = build(
+            r#"[[tools]]
+name = "get_weather"
+description = "Current weather for a city. Use when the user asks about the weather."
+parameters = { city = { type = "string", description = "City name" } }
+[tools.http]
+method = "GET"
+url = "http://127.0.0.1:1/w/{city}"
+"#,
+        )
+        .unwrap();
+        let t = reg.get("get_weather").unwrap();
+        assert_eq!(t.policy.timeout, Duration::from_secs(10));
+        assert_eq!(t.policy.retry.max_attempts, 3);
+        assert!(!t.policy.idempotent);
+        assert!(reg.warnings.is_empty(), "{:?}", reg.warnings);
+        assert!(matches!(&t.backend, BackendSpec::Http(h) if h.body == HttpBody::None));
+    }
+
+    #[test]
+    fn placeholder_in_host_is_rejected() {
+        let errs =
+            build("[[tools]]\nname = \"get_x\"\nparameters = { h = \"string\" }\n[tools.http]\nurl = \"http://{h}\"\n")
+                .unwrap_err();
+        assert!(
+            errs.iter()
+                .any(|d| d.path == "tools[0].http.url" && d.message.contains("host")),
+            "{errs:?}"
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! Runtime tools: what the executor runs. Built only by [`crate::registry`] from checked config,
+//! so every `Tool` has a compiled validator, a resolved backend and a complete policy.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::template::Template;
+
+/// A tool ready to run.
+#[derive(Debug)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    /// The model-visible JSON Schema (injected parameters are not in it).
+    pub parameters: Value,
+    /// Validates model arguments against `parameters`; compiled once at load.
+    pub validator: jsonschema::Validator,
+    /// Hidden arguments: `(argument name, path in the request state)`.
+    pub inject: Vec<(String, Vec<String>)>,
+    pub policy: Policy,
+    pub backend: BackendSpec,
+    /// The file that declared the tool.
+    pub source: PathBuf,
+}
+
+/// How a tool's calls are run, with every default applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Policy {
+    /// Per attempt.
+    #[serde(serialize_with = "ser_ms")]
+    pub timeout: Duration,
+    /// Whole call, all attempts.
+    #[serde(serialize_with = "ser_ms")]
+    pub deadline: Duration,
+    /// May a failure after the request was sent be retried?
+    pub idempotent: bool,
+    pub retry: RetryPolicy,
+    /// Most calls of this tool in flight at once (`None`: only the global cap applies).
+    pub concurrency: Option<usize>,
+    pub max_read_bytes: usize,
+    pub max_output_bytes: usize,
+    /// TERM → KILL grace for subprocess tools.
+    #[serde(serialize_with = "ser_ms")]
+    pub kill_grace: Duration,
+}
+
+/// Attempts and full-jitter exponential backoff.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first one included.
+    pub max_attempts: u32,
+    #[serde(serialize_with = "ser_ms")]
+    pub backoff: Duration,
+    #[serde(serialize_with = "ser_ms")]
+    pub max_backoff: Duration,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Where a tool's calls go.
+#[derive(Debug, Clone)]
+pub enum BackendSpec {
+    Http(HttpSpec),
+    Exec(ExecSpec),
+}
+
+impl BackendSpec {
+    /// `"http"` or `"exec"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendSpec::Http(_) => "http",
+            BackendSpec::Exec(_) => "exec",
+        }
+    }
+}
+
+/// An HTTP backend.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    pub method: reqwest::Method,
+    pub url: Template,
+    pub query: Vec<(String, Template)>,
+    pub headers: Vec<(String, Template)>,
+    /// The request body: the arguments object, a template, or nothing.
+    pub body: HttpBody,
+}
+
+/// What an HTTP backend sends as its body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HttpBody {
+    /// No body (GET, DELETE, HEAD by default).
+    None,
+    /// The arguments object as JSON (POST, PUT, PATCH by default).
+    Arguments,
+    /// A JSON template: strings that are exactly one placeholder keep the value's JSON type,
+    /// other strings are interpolated.
+    Template(Value),
+}
+
+/// A subprocess backend.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    pub program: String,
+    /// Every argument after the program; each renders to exactly one argv element.
+    pub args: Vec<Template>,
+    pub stdin: StdinMode,
+    /// The whole environment of the child (besides the minimal `PATH`).
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    pub output: OutputMode,
+}
+
+/// What a subprocess gets on stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinMode {
+    /// `{"arguments", "state", "call": {"id", "attempt"}}`.
+    Json,
+    /// Nothing (stdin is `/dev/null`).
+    None,
+}
+
+/// How a subprocess's stdout is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    Text,
+    Json,
+}
