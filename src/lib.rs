@@ -11,9 +11,9 @@
 //! - [`call`]: the neutral call/result types every stage shares.
 //! - [`provider`]: one module per wire format (parse, format, declare) and shape detection.
 
-pub mod api;
 #![warn(clippy::print_stdout)]
 
+pub mod api;
 pub mod call;
 pub mod check;
 pub mod cli;
