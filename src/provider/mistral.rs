@@ -1,24 +1,66 @@
-//! Placeholder: replaced by the real module.
+//! Mistral chat completions (`POST /v1/chat/completions`), reference `provider-formats.md` §7.
+//!
+//! The wire shape is OpenAI Chat's, so parsing reuses `openai_chat`'s helpers. Differences,
+//! and why:
+//! - `function.arguments` is a JSON string **or** an object (`Union[Dict, str]` in the SDK);
+//!   both are normalised by `Arguments::from_value`.
+//! - A tool call id is optional in Mistral's types (and `tool_call_id` is optional on the tool
+//!   message), so a call without one keeps "no id" and its result omits `tool_call_id`.
+//! - No legacy `function_call`.
+//! - The result message names the function: `{"role":"tool","name","content","tool_call_id"}`.
+//! - Declarations use the Chat shape; `strict` is sent only when asked for, and the schema is
+//!   passed as is (§10: no strict-dialect transform is documented for Mistral).
+//! - `finished` is "no client call"; `assistant` is `choices[0].message`, verbatim.
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, ToolDeclaration};
+use super::openai_chat::{ChatRules, IdRule, StrictKey, declare_chat_shaped, parse_chat_shaped};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::ToolResult;
 
+/// Reads a Mistral chat completion. See the module doc for the rules.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let _ = completion;
-    Err(ParseError::Shape {
-        expected: super::Provider::OpenaiChat,
-        reason: "not built yet".into(),
-    })
+    parse_chat_shaped(
+        completion,
+        ChatRules {
+            provider: Provider::Mistral,
+            ids: IdRule::Optional,
+            legacy_function_call: false,
+        },
+    )
 }
 
+/// One `{"role":"tool","name","content","tool_call_id"}` per result, in order; `tool_call_id`
+/// only when the call had an id.
 pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
-    let _ = (parsed, results);
-    Vec::new()
+    let _ = parsed;
+    results
+        .iter()
+        .map(|r| {
+            let mut m = Map::new();
+            m.insert("role".into(), json!("tool"));
+            m.insert("name".into(), json!(r.name));
+            m.insert("content".into(), json!(r.model_text()));
+            if let Some(id) = &r.id {
+                m.insert("tool_call_id".into(), json!(id));
+            }
+            Value::Object(m)
+        })
+        .collect()
 }
 
-pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let _ = (tools, opts, warnings);
-    Vec::new()
+/// Chat-shaped `{"type":"function","function":{name, description?, parameters, strict?}}`;
+/// `strict: true` only with `opts.strict`, schema unchanged.
+pub fn declare(
+    tools: &[ToolDeclaration<'_>],
+    opts: &DeclareOptions,
+    warnings: &mut Vec<DeclareWarning>,
+) -> Vec<Value> {
+    declare_chat_shaped(
+        Provider::Mistral,
+        tools,
+        opts,
+        warnings,
+        StrictKey::WhenAsked,
+    )
 }

@@ -1,24 +1,73 @@
-//! Placeholder: replaced by the real module.
+//! Ollama native chat (`POST /api/chat`, `stream:false`), reference `provider-formats.md` §9.
+//!
+//! Key rules, and why:
+//! - Calls are `message.tool_calls[]` (`{id?, function: {index?, name, arguments: object}}`),
+//!   read with `openai_chat`'s helpers. `arguments` is an object (a JSON string is parsed too).
+//! - Only newer servers send an `id`; a call without one keeps "no id" (never invented) and its
+//!   result has `tool_name` only, which is how older servers match results.
+//! - `done_reason` is `"stop"` with or without calls, so `finished` is "no client call";
+//!   `stop_reason` is the raw `done_reason`; `assistant` is `message`, verbatim.
+//! - Results: `{"role":"tool","tool_name","content"}` plus `tool_call_id` when the call had an
+//!   id. No error flag: the content states the error.
+//! - Declarations use the Chat shape without `strict` (Ollama has none); asking for strict
+//!   yields one warning per tool.
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, ToolDeclaration};
+use super::openai_chat::{
+    IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of,
+};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::ToolResult;
 
+const P: Provider = Provider::Ollama;
+
+/// Reads an Ollama `/api/chat` response. See the module doc for the rules.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let _ = completion;
-    Err(ParseError::Shape {
-        expected: super::Provider::OpenaiChat,
-        reason: "not built yet".into(),
+    let root = root_object(P, completion)?;
+    let message = object_field(P, root, "message", "the body")?;
+    let calls = tool_calls_of(P, message, "message", IdRule::Optional)?;
+    Ok(Parsed {
+        finished: calls.is_empty(),
+        calls,
+        stop_reason: non_null(root.get("done_reason")).cloned(),
+        assistant: Value::Object(message.clone()),
+        server_side: Vec::new(),
     })
 }
 
+/// One `{"role":"tool","tool_name","content"}` per result, in order, with `tool_call_id` only
+/// when the call had an id.
 pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
-    let _ = (parsed, results);
-    Vec::new()
+    let _ = parsed;
+    results
+        .iter()
+        .map(|r| {
+            let mut m = Map::new();
+            m.insert("role".into(), json!("tool"));
+            m.insert("tool_name".into(), json!(r.name));
+            m.insert("content".into(), json!(r.model_text()));
+            if let Some(id) = &r.id {
+                m.insert("tool_call_id".into(), json!(id));
+            }
+            Value::Object(m)
+        })
+        .collect()
 }
 
-pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let _ = (tools, opts, warnings);
-    Vec::new()
+/// Chat-shaped `{"type":"function","function":{name, description?, parameters}}`, no `strict`.
+pub fn declare(
+    tools: &[ToolDeclaration<'_>],
+    opts: &DeclareOptions,
+    warnings: &mut Vec<DeclareWarning>,
+) -> Vec<Value> {
+    declare_chat_shaped(
+        P,
+        tools,
+        opts,
+        warnings,
+        StrictKey::Never {
+            why: "Ollama has no strict mode; declared without `strict`",
+        },
+    )
 }
