@@ -1,24 +1,286 @@
-//! Placeholder: replaced by the real module.
+//! Anthropic Messages API (`POST /v1/messages`, reference `provider-formats.md` §4).
+//!
+//! - **parse**: the response's `content[]` holds typed blocks. Only `type:"tool_use"` blocks
+//!   are client calls (`id`, `name`, `input` object) — also when they carry a `caller`
+//!   (programmatic tool calling: the code-execution container asks the *client* to run the
+//!   tool). `server_tool_use`, `mcp_tool_use` and every `*_tool_result` block ran inside the API:
+//!   they are reported in [`Parsed::server_side`] and never executed.
+//! - **finished** is decided from the content: no client call *and* `stop_reason` is not
+//!   `pause_turn` (a paused long-running turn must be re-sent as is to let the model continue).
+//! - **assistant** is `{"role":"assistant","content": <content verbatim>}`, the shape of
+//!   `Message.to_param()`: thinking blocks and their signatures, `redacted_thinking`, server tool
+//!   blocks, citations and unknown fields must go back exactly as received.
+//! - **format**: ONE `user` message with one `tool_result` block per call, in call order and
+//!   nothing else (Anthropic rejects text placed before the results and results split over
+//!   several messages); failures carry `"is_error": true` and the error text as content.
+//! - **declare**: `{name, description?, input_schema, strict?}`; strict mode goes through
+//!   [`schema::anthropic_strict`], and a schema it cannot express is declared non-strict.
 
-use serde_json::Value;
+use std::borrow::Cow;
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, ToolDeclaration};
-use crate::call::ToolResult;
+use serde_json::{Map, Value, json};
 
+use super::{
+    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
+};
+use crate::call::{Arguments, ErrorKind, ToolCall, ToolError, ToolResult};
+
+fn shape(reason: impl Into<String>) -> ParseError {
+    ParseError::Shape {
+        expected: Provider::Anthropic,
+        reason: reason.into(),
+    }
+}
+
+/// Is this block type run by Anthropic itself (echoed, never executed)?
+fn is_server_side(block_type: &str) -> bool {
+    block_type != "tool_use"
+        && (block_type.ends_with("_tool_use") || block_type.ends_with("_tool_result"))
+}
+
+/// Reads a Messages API response body.
+///
+/// `stop_reason` is taken raw; an absent or `null` value gives `None`. A `tool_use` block
+/// without a string `id` or `name` cannot be answered, so it is a shape error rather than a call.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let _ = completion;
-    Err(ParseError::Shape {
-        expected: super::Provider::OpenaiChat,
-        reason: "not built yet".into(),
+    let body = completion
+        .as_object()
+        .ok_or_else(|| shape("the body is not a JSON object"))?;
+    let content = match body.get("content") {
+        Some(Value::Array(blocks)) => blocks,
+        Some(_) => return Err(shape("`content` is not an array of content blocks")),
+        None => return Err(shape("missing `content` array")),
+    };
+
+    let mut calls = Vec::new();
+    let mut server_side = Vec::new();
+    for (i, block) in content.iter().enumerate() {
+        let Some(block_type) = block.get("type").and_then(Value::as_str) else {
+            continue;
+        };
+        if block_type == "tool_use" {
+            let id = block.get("id").and_then(Value::as_str).ok_or_else(|| {
+                shape(format!(
+                    "content[{i}] is a tool_use block without a string `id`"
+                ))
+            })?;
+            let name = block.get("name").and_then(Value::as_str).ok_or_else(|| {
+                shape(format!(
+                    "content[{i}] is a tool_use block without a string `name`"
+                ))
+            })?;
+            calls.push(ToolCall {
+                id: Some(id.to_owned()),
+                name: name.to_owned(),
+                arguments: Arguments::from_value(block.get("input")),
+            });
+        } else if is_server_side(block_type) {
+            server_side.push(block.clone());
+        }
+    }
+
+    let stop_reason = body.get("stop_reason").filter(|v| !v.is_null()).cloned();
+    let paused = stop_reason.as_ref().and_then(Value::as_str) == Some("pause_turn");
+    Ok(Parsed {
+        finished: calls.is_empty() && !paused,
+        calls,
+        stop_reason,
+        assistant: json!({"role": "assistant", "content": content.clone()}),
+        server_side,
     })
 }
 
+/// One `user` message with a `tool_result` block per call (`results[i]` answers
+/// `parsed.calls[i]`); empty when there is no call (also for `pause_turn`).
+///
+/// Ids come from the calls, so every `tool_use` is answered exactly once and in order even if
+/// `results` is out of step; a call without a result is answered with an `internal` error.
 pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
-    let _ = (parsed, results);
-    Vec::new()
+    if parsed.calls.is_empty() {
+        return Vec::new();
+    }
+    let blocks: Vec<Value> = parsed
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let result = result_for(results, i, call);
+            let mut block = Map::new();
+            block.insert("type".into(), json!("tool_result"));
+            block.insert("tool_use_id".into(), json!(call.id));
+            block.insert("content".into(), json!(result.model_text()));
+            if !result.is_ok() {
+                block.insert("is_error".into(), json!(true));
+            }
+            Value::Object(block)
+        })
+        .collect();
+    vec![json!({"role": "user", "content": blocks})]
 }
 
-pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let _ = (tools, opts, warnings);
-    Vec::new()
+/// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because
+/// the provider rejects a follow-up that leaves a call unanswered.
+fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'a, ToolResult> {
+    match results.get(i) {
+        Some(r) => Cow::Borrowed(r),
+        None => Cow::Owned(ToolResult::err(
+            call,
+            ToolError::new(
+                ErrorKind::Internal,
+                "no result was produced for this call",
+                false,
+            ),
+        )),
+    }
+}
+
+/// `{name, description?, input_schema, strict?}` per tool.
+///
+/// A name that fails [`schema::check_name`] drops the tool. With `opts.strict` the schema goes
+/// through [`schema::anthropic_strict`] (each note becomes a `changed` warning); if it cannot be
+/// expressed the tool is declared without `strict`, with a warning saying so.
+pub fn declare(
+    tools: &[ToolDeclaration<'_>],
+    opts: &DeclareOptions,
+    warnings: &mut Vec<DeclareWarning>,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    for tool in tools {
+        if let Err(reason) = schema::check_name(Provider::Anthropic, tool.name) {
+            warnings.push(DeclareWarning::dropped(tool.name, reason));
+            continue;
+        }
+        let mut strict = false;
+        let mut input_schema = tool.parameters.clone();
+        if opts.strict {
+            match schema::anthropic_strict(tool.parameters) {
+                Ok((s, notes)) => {
+                    strict = true;
+                    input_schema = s;
+                    warnings.extend(
+                        notes
+                            .into_iter()
+                            .map(|n| DeclareWarning::changed(tool.name, n)),
+                    );
+                }
+                Err(reason) => warnings.push(DeclareWarning::changed(
+                    tool.name,
+                    format!("declared without strict: the schema cannot be made strict ({reason})"),
+                )),
+            }
+        }
+        let mut entry = Map::new();
+        entry.insert("name".into(), json!(tool.name));
+        if !tool.description.trim().is_empty() {
+            entry.insert("description".into(), json!(tool.description));
+        }
+        entry.insert("input_schema".into(), input_schema);
+        if strict {
+            entry.insert("strict".into(), json!(true));
+        }
+        out.push(Value::Object(entry));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Declared;
+
+    fn params() -> Value {
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    }
+
+    fn decl<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> ToolDeclaration<'a> {
+        ToolDeclaration {
+            name,
+            description,
+            parameters,
+        }
+    }
+
+    #[test]
+    fn declare_plain_tool() {
+        let p = params();
+        let Declared { tools, warnings } = Provider::Anthropic.declare(
+            &[decl("get_weather", "Weather for a city", &p)],
+            &DeclareOptions::default(),
+        );
+        assert_eq!(
+            tools,
+            vec![
+                json!({"name": "get_weather", "description": "Weather for a city", "input_schema": p})
+            ]
+        );
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn declare_strict_sets_flag_and_omits_empty_description() {
+        let p = params();
+        let opts = DeclareOptions {
+            strict: true,
+            ..DeclareOptions::default()
+        };
+        let declared = Provider::Anthropic.declare(&[decl("t", "", &p)], &opts);
+        assert_eq!(declared.tools.len(), 1);
+        let tool = &declared.tools[0];
+        assert_eq!(tool["strict"], json!(true));
+        assert!(tool.get("description").is_none());
+        assert!(tool["input_schema"].is_object());
+        // Field order matters to nobody, but the documented order is kept.
+        let keys: Vec<&String> = tool
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["name", "input_schema", "strict"]);
+    }
+
+    #[test]
+    fn declare_without_strict_has_no_strict_key() {
+        let p = params();
+        let declared =
+            Provider::Anthropic.declare(&[decl("t", "d", &p)], &DeclareOptions::default());
+        assert!(declared.tools[0].get("strict").is_none());
+    }
+
+    #[test]
+    fn parse_rejects_bodies_without_content() {
+        for body in [
+            json!(null),
+            json!([]),
+            json!({"type": "message"}),
+            json!({"content": "x"}),
+        ] {
+            let err = parse(&body).err();
+            assert!(
+                matches!(
+                    err,
+                    Some(ParseError::Shape {
+                        expected: Provider::Anthropic,
+                        ..
+                    })
+                ),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn pause_turn_is_not_finished() {
+        let body = json!({"type": "message", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}], "stop_reason": "pause_turn"});
+        let parsed = parse(&body).ok();
+        let parsed = parsed.as_ref();
+        assert_eq!(parsed.map(|p| p.finished), Some(false));
+        assert_eq!(parsed.map(|p| p.calls.len()), Some(0));
+        assert_eq!(parsed.map(|p| p.server_side.len()), Some(1));
+        assert_eq!(parsed.map(|p| format(p, &[]).len()), Some(0));
+    }
+
+    #[test]
+    fn tool_use_without_id_is_a_shape_error() {
+        let body = json!({"content": [{"type": "tool_use", "name": "t", "input": {}}]});
+        assert!(parse(&body).is_err());
+    }
 }

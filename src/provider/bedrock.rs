@@ -1,24 +1,276 @@
-//! Placeholder: replaced by the real module.
+//! Amazon Bedrock Converse (`POST /model/{modelId}/converse`, reference
+//! `provider-formats.md` §6).
+//!
+//! - **parse**: the turn is `output.message`; its `content[]` is a union of single-key blocks.
+//!   Blocks with a `toolUse` key are client calls (`toolUseId`, `name`, `input` object) unless
+//!   `toolUse.type` is `"server_tool_use"` (a built-in tool such as Nova grounding, run by
+//!   Bedrock). Those, and the `toolResult` blocks Bedrock puts beside them in the same
+//!   assistant output, go to [`Parsed::server_side`] and are never executed.
+//! - **finished** = no client call (decided from the content, not from `stopReason`, which is
+//!   kept raw).
+//! - **assistant** is `output.message` verbatim: `reasoningContent` with its signature must come
+//!   back unchanged for Claude thinking with tools.
+//! - **format**: ONE `user` message with one `toolResult` block per call, in call order.
+//!   `json` content must be an object, so objects go as `{"json": obj}`, other JSON values as
+//!   `{"json": {"output": v}}`, strings as `{"text": s}`; failures as `{"text": <error>}` with
+//!   `status:"error"` (`status` is honoured by Claude and Nova; for other models the text still
+//!   says what failed).
+//! - **declare**: `{"toolSpec": {name, description?, inputSchema: {json}, strict?}}` for
+//!   `toolConfig.tools`.
 
-use serde_json::Value;
+use std::borrow::Cow;
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, ToolDeclaration};
-use crate::call::ToolResult;
+use serde_json::{Map, Value, json};
 
+use super::{
+    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
+};
+use crate::call::{Arguments, ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
+
+fn shape(reason: impl Into<String>) -> ParseError {
+    ParseError::Shape {
+        expected: Provider::Bedrock,
+        reason: reason.into(),
+    }
+}
+
+/// Reads a Converse response body.
+///
+/// Shape errors: not an object; no `output.message` object; `content` not an array; a client
+/// `toolUse` without a string `toolUseId` or `name` (it could not be answered). An absent or
+/// `null` `stopReason` gives `None`.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let _ = completion;
-    Err(ParseError::Shape {
-        expected: super::Provider::OpenaiChat,
-        reason: "not built yet".into(),
+    if !completion.is_object() {
+        return Err(shape("the body is not a JSON object"));
+    }
+    let message = completion
+        .get("output")
+        .and_then(|o| o.get("message"))
+        .filter(|m| m.is_object())
+        .ok_or_else(|| shape("missing `output.message` object"))?;
+    let content = message
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| shape("`output.message.content` is not an array"))?;
+
+    let mut calls = Vec::new();
+    let mut server_side = Vec::new();
+    for (i, block) in content.iter().enumerate() {
+        if let Some(tool_use) = block.get("toolUse").filter(|t| !t.is_null()) {
+            if tool_use.get("type").and_then(Value::as_str) == Some("server_tool_use") {
+                server_side.push(block.clone());
+                continue;
+            }
+            let id = tool_use
+                .get("toolUseId")
+                .and_then(Value::as_str)
+                .ok_or_else(|| shape(format!("content[{i}].toolUse has no string `toolUseId`")))?;
+            let name = tool_use
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| shape(format!("content[{i}].toolUse has no string `name`")))?;
+            calls.push(ToolCall {
+                id: Some(id.to_owned()),
+                name: name.to_owned(),
+                arguments: Arguments::from_value(tool_use.get("input")),
+            });
+        } else if block.get("toolResult").is_some_and(|t| !t.is_null()) {
+            server_side.push(block.clone());
+        }
+    }
+
+    Ok(Parsed {
+        finished: calls.is_empty(),
+        calls,
+        stop_reason: completion
+            .get("stopReason")
+            .filter(|v| !v.is_null())
+            .cloned(),
+        assistant: message.clone(),
+        server_side,
     })
 }
 
-pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
-    let _ = (parsed, results);
-    Vec::new()
+/// The `content` of one `toolResult`, and its `status`.
+fn result_content(outcome: &Outcome) -> (Value, &'static str) {
+    match outcome {
+        Outcome::Ok(Value::String(s)) => (json!([{"text": s}]), "success"),
+        Outcome::Ok(obj @ Value::Object(_)) => (json!([{"json": obj}]), "success"),
+        Outcome::Ok(other) => (json!([{"json": {"output": other}}]), "success"),
+        Outcome::Err(error) => (json!([{"text": error.model_text()}]), "error"),
+    }
 }
 
-pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let _ = (tools, opts, warnings);
-    Vec::new()
+/// One `user` message with a `toolResult` block per call (`results[i]` answers
+/// `parsed.calls[i]`); empty when there is no call.
+///
+/// Ids come from the calls, so every `toolUse` is answered exactly once and in order; a call
+/// without a result gets an `internal` error.
+pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
+    if parsed.calls.is_empty() {
+        return Vec::new();
+    }
+    let blocks: Vec<Value> = parsed
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let result = result_for(results, i, call);
+            let (content, status) = result_content(&result.outcome);
+            json!({"toolResult": {"toolUseId": call.id, "content": content, "status": status}})
+        })
+        .collect();
+    vec![json!({"role": "user", "content": blocks})]
+}
+
+/// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because
+/// Bedrock rejects a follow-up that leaves a `toolUse` unanswered.
+fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'a, ToolResult> {
+    match results.get(i) {
+        Some(r) => Cow::Borrowed(r),
+        None => Cow::Owned(ToolResult::err(
+            call,
+            ToolError::new(
+                ErrorKind::Internal,
+                "no result was produced for this call",
+                false,
+            ),
+        )),
+    }
+}
+
+/// `{"toolSpec": {name, description?, inputSchema: {"json": schema}, strict?}}` per tool.
+///
+/// The description is left out when empty (Bedrock requires it non-empty when present). A name
+/// failing [`schema::check_name`] drops the tool. With `opts.strict` the schema goes through
+/// [`schema::anthropic_strict`] (Bedrock's structured-output grammar follows the Anthropic
+/// subset, §6.3) and `strict: true` is set; if it cannot be expressed the tool is declared
+/// without `strict`, with a warning.
+pub fn declare(
+    tools: &[ToolDeclaration<'_>],
+    opts: &DeclareOptions,
+    warnings: &mut Vec<DeclareWarning>,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    for tool in tools {
+        if let Err(reason) = schema::check_name(Provider::Bedrock, tool.name) {
+            warnings.push(DeclareWarning::dropped(tool.name, reason));
+            continue;
+        }
+        let mut strict = false;
+        let mut input_schema = tool.parameters.clone();
+        if opts.strict {
+            match schema::anthropic_strict(tool.parameters) {
+                Ok((s, notes)) => {
+                    strict = true;
+                    input_schema = s;
+                    warnings.extend(
+                        notes
+                            .into_iter()
+                            .map(|n| DeclareWarning::changed(tool.name, n)),
+                    );
+                }
+                Err(reason) => warnings.push(DeclareWarning::changed(
+                    tool.name,
+                    format!("declared without strict: the schema cannot be made strict ({reason})"),
+                )),
+            }
+        }
+        let mut spec = Map::new();
+        spec.insert("name".into(), json!(tool.name));
+        if !tool.description.trim().is_empty() {
+            spec.insert("description".into(), json!(tool.description));
+        }
+        spec.insert("inputSchema".into(), json!({"json": input_schema}));
+        if strict {
+            spec.insert("strict".into(), json!(true));
+        }
+        out.push(json!({"toolSpec": spec}));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> Value {
+        json!({"type": "object", "properties": {"sign": {"type": "string"}}, "required": ["sign"]})
+    }
+
+    fn decl<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> ToolDeclaration<'a> {
+        ToolDeclaration {
+            name,
+            description,
+            parameters,
+        }
+    }
+
+    #[test]
+    fn declare_tool_spec() {
+        let p = params();
+        let declared = Provider::Bedrock.declare(
+            &[decl("top_song", "Most popular song.", &p)],
+            &DeclareOptions::default(),
+        );
+        assert_eq!(
+            declared.tools,
+            vec![json!({"toolSpec": {
+                "name": "top_song",
+                "description": "Most popular song.",
+                "inputSchema": {"json": p}
+            }})]
+        );
+        assert!(declared.warnings.is_empty());
+    }
+
+    #[test]
+    fn declare_strict_inside_tool_spec_and_no_empty_description() {
+        let p = params();
+        let opts = DeclareOptions {
+            strict: true,
+            ..DeclareOptions::default()
+        };
+        let declared = Provider::Bedrock.declare(&[decl("top_song", "  ", &p)], &opts);
+        let spec = &declared.tools[0]["toolSpec"];
+        assert_eq!(spec["strict"], json!(true));
+        assert!(spec.get("description").is_none());
+        assert!(declared.tools[0].get("strict").is_none());
+    }
+
+    #[test]
+    fn shape_errors() {
+        for body in [
+            json!({}),
+            json!([]),
+            json!({"output": {}}),
+            json!({"output": {"message": "x"}}),
+            json!({"output": {"message": {"role": "assistant"}}}),
+            json!({"output": {"message": {"content": [{"toolUse": {"name": "t"}}]}}}),
+        ] {
+            assert!(
+                matches!(
+                    parse(&body),
+                    Err(ParseError::Shape {
+                        expected: Provider::Bedrock,
+                        ..
+                    })
+                ),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn server_tool_use_is_not_a_call() {
+        let body = json!({"output": {"message": {"role": "assistant", "content": [
+            {"toolUse": {"toolUseId": "s1", "name": "nova_grounding", "input": {}, "type": "server_tool_use"}},
+            {"toolResult": {"toolUseId": "s1", "content": [{"text": "…"}]}},
+            {"text": "answer"}
+        ]}}, "stopReason": "end_turn"});
+        let parsed = parse(&body).ok();
+        assert_eq!(parsed.as_ref().map(|p| p.calls.len()), Some(0));
+        assert_eq!(parsed.as_ref().map(|p| p.server_side.len()), Some(2));
+        assert_eq!(parsed.as_ref().map(|p| p.finished), Some(true));
+    }
 }
