@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Anthropic, Gemini and Bedrock parse/format against the recorded fixtures, golden snapshots of
 //! the follow-up messages, the "every call answered once, in order" property, and shape
 //! detection over all eight fixture folders.
@@ -44,9 +45,7 @@ fn fixtures(folder: &str) -> Result<Vec<Fixture>, Box<dyn Error>> {
             continue;
         }
         let body: Value = serde_json::from_str(&fs::read_to_string(&path)?)?;
-        let expected: Value = serde_json::from_str(&fs::read_to_string(
-            dir.join(format!("{stem}.expected.json")),
-        )?)?;
+        let expected: Value = serde_json::from_str(&fs::read_to_string(dir.join(format!("{stem}.expected.json")))?)?;
         out.push((stem.to_owned(), body, expected));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -90,19 +89,11 @@ fn original_turn(provider: Provider, body: &Value) -> Value {
 }
 
 fn check_fixture(provider: Provider, stem: &str, body: &Value, expected: &Value) -> TestResult {
-    let parsed = provider
-        .parse(body)
-        .map_err(|e| format!("{provider}/{stem}: {e}"))?;
+    let parsed = provider.parse(body).map_err(|e| format!("{provider}/{stem}: {e}"))?;
     let ctx = format!("{provider}/{stem}");
 
-    let want_calls = expected["tool_calls"]
-        .as_array()
-        .ok_or("tool_calls missing")?;
-    assert_eq!(
-        parsed.calls.len(),
-        want_calls.len(),
-        "{ctx}: number of calls"
-    );
+    let want_calls = expected["tool_calls"].as_array().ok_or("tool_calls missing")?;
+    assert_eq!(parsed.calls.len(), want_calls.len(), "{ctx}: number of calls");
     for (i, (call, want)) in parsed.calls.iter().zip(want_calls).enumerate() {
         assert_eq!(json!(call.id), want["id"], "{ctx}: calls[{i}].id");
         assert_eq!(json!(call.name), want["name"], "{ctx}: calls[{i}].name");
@@ -115,32 +106,19 @@ fn check_fixture(provider: Provider, stem: &str, body: &Value, expected: &Value)
                 );
             }
             Arguments::Invalid { raw, .. } => {
-                assert_eq!(
-                    want["arguments"],
-                    Value::Null,
-                    "{ctx}: calls[{i}] should be valid"
-                );
-                assert_eq!(
-                    raw, &want["raw_arguments"],
-                    "{ctx}: calls[{i}].raw_arguments"
-                );
+                assert_eq!(want["arguments"], Value::Null, "{ctx}: calls[{i}] should be valid");
+                assert_eq!(raw, &want["raw_arguments"], "{ctx}: calls[{i}].raw_arguments");
             }
         }
     }
-    assert_eq!(
-        json!(parsed.finished),
-        expected["finished"],
-        "{ctx}: finished"
-    );
+    assert_eq!(json!(parsed.finished), expected["finished"], "{ctx}: finished");
     assert_eq!(
         parsed.stop_reason.clone().unwrap_or(Value::Null),
         expected["stop_signal"],
         "{ctx}: stop_signal"
     );
 
-    let want_server = expected
-        .get("ignored_server_side")
-        .and_then(Value::as_array);
+    let want_server = expected.get("ignored_server_side").and_then(Value::as_array);
     assert_eq!(
         parsed.server_side.len(),
         want_server.map_or(0, Vec::len),
@@ -152,9 +130,7 @@ fn check_fixture(provider: Provider, stem: &str, body: &Value, expected: &Value)
         .zip(want_server.into_iter().flatten())
         .enumerate()
     {
-        let fields = want
-            .as_object()
-            .ok_or("ignored_server_side entry is not an object")?;
+        let fields = want.as_object().ok_or("ignored_server_side entry is not an object")?;
         for (k, v) in fields {
             assert_eq!(got.get(k), Some(v), "{ctx}: server_side[{i}].{k}");
         }
@@ -206,15 +182,9 @@ fn thinking_blocks_and_signatures_survive_verbatim() -> TestResult {
         parsed.assistant["content"][0]["signature"],
         body["content"][0]["signature"]
     );
-    assert_eq!(
-        parsed.assistant["content"][1]["type"],
-        json!("redacted_thinking")
-    );
+    assert_eq!(parsed.assistant["content"][1]["type"], json!("redacted_thinking"));
 
-    let body = fixture(
-        "gemini",
-        "constructed_parallel_calls_ids_signature_on_first",
-    )?;
+    let body = fixture("gemini", "constructed_parallel_calls_ids_signature_on_first")?;
     let parsed = Provider::Gemini.parse(&body)?;
     let parts = parsed.assistant["parts"].as_array().ok_or("no parts")?;
     assert_eq!(parts.len(), 3, "parts are never merged or split");
@@ -236,11 +206,7 @@ fn ok_outputs() -> [Value; 3] {
 }
 
 fn timeout() -> ToolError {
-    ToolError::new(
-        ErrorKind::Timeout,
-        "the weather backend did not answer within 5s",
-        true,
-    )
+    ToolError::new(ErrorKind::Timeout, "the weather backend did not answer within 5s", true)
 }
 
 fn invalid_args() -> ToolError {
@@ -270,16 +236,7 @@ fn all_failed(parsed: &Parsed) -> Vec<ToolResult> {
         .calls
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            ToolResult::err(
-                c,
-                if i % 2 == 0 {
-                    timeout()
-                } else {
-                    invalid_args()
-                },
-            )
-        })
+        .map(|(i, c)| ToolResult::err(c, if i % 2 == 0 { timeout() } else { invalid_args() }))
         .collect()
 }
 
@@ -323,10 +280,7 @@ fn snapshot_cases(
     final_answer: (&str, &str),
 ) -> Result<Vec<NamedCase>, Box<dyn Error>> {
     let parsed = provider.parse(&fixture(parallel.0, parallel.1)?)?;
-    assert!(
-        parsed.calls.len() >= 2,
-        "the parallel fixture must have several calls"
-    );
+    assert!(parsed.calls.len() >= 2, "the parallel fixture must have several calls");
     let done = provider.parse(&fixture(final_answer.0, final_answer.1)?)?;
     assert!(done.calls.is_empty());
     Ok(vec![
@@ -353,10 +307,7 @@ fn anthropic_format_snapshots() -> TestResult {
         {"type": "tool_use", "id": "toolu_bad", "name": "get_weather", "input": ["Paris"]}
     ], "stop_reason": "tool_use"});
     let parsed = Provider::Anthropic.parse(&invalid)?;
-    assert!(matches!(
-        parsed.calls[1].arguments,
-        Arguments::Invalid { .. }
-    ));
+    assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "anthropic_invalid_arguments",
         Provider::Anthropic.format(&parsed, &answer_invalid(&parsed))
@@ -367,10 +318,7 @@ fn anthropic_format_snapshots() -> TestResult {
     ], "stop_reason": "pause_turn"});
     let parsed = Provider::Anthropic.parse(&paused)?;
     assert!(!parsed.finished);
-    insta::assert_json_snapshot!(
-        "anthropic_pause_turn",
-        Provider::Anthropic.format(&parsed, &[])
-    );
+    insta::assert_json_snapshot!("anthropic_pause_turn", Provider::Anthropic.format(&parsed, &[]));
     Ok(())
 }
 
@@ -378,10 +326,7 @@ fn anthropic_format_snapshots() -> TestResult {
 fn gemini_format_snapshots() -> TestResult {
     let cases = snapshot_cases(
         Provider::Gemini,
-        (
-            "gemini",
-            "constructed_parallel_calls_ids_signature_on_first",
-        ),
+        ("gemini", "constructed_parallel_calls_ids_signature_on_first"),
         ("gemini", "cookbook_final_text"),
     )?;
     for (name, messages) in cases {
@@ -394,30 +339,21 @@ fn gemini_format_snapshots() -> TestResult {
         &no_id.calls[0],
         json!(["AMC Mountain View 16", "Regal Edwards 14"]),
     )];
-    insta::assert_json_snapshot!(
-        "gemini_call_without_id",
-        Provider::Gemini.format(&no_id, &results)
-    );
+    insta::assert_json_snapshot!("gemini_call_without_id", Provider::Gemini.format(&no_id, &results));
 
     let invalid = json!({"candidates": [{"content": {"role": "model", "parts": [
         {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}, "id": "a1"}},
         {"functionCall": {"name": "get_weather", "args": "{\"location\": \"Par", "id": "a2"}}
     ]}, "finishReason": "STOP", "index": 0}]});
     let parsed = Provider::Gemini.parse(&invalid)?;
-    assert!(matches!(
-        parsed.calls[1].arguments,
-        Arguments::Invalid { .. }
-    ));
+    assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "gemini_invalid_arguments",
         Provider::Gemini.format(&parsed, &answer_invalid(&parsed))
     );
 
     let snake = Provider::Gemini.parse(&fixture("gemini", "sdk_dump_snake_case_parallel")?)?;
-    insta::assert_json_snapshot!(
-        "gemini_snake_case",
-        Provider::Gemini.format(&snake, &mixed(&snake))
-    );
+    insta::assert_json_snapshot!("gemini_snake_case", Provider::Gemini.format(&snake, &mixed(&snake)));
     Ok(())
 }
 
@@ -456,20 +392,14 @@ fn bedrock_format_snapshots() -> TestResult {
         .zip(outputs)
         .map(|(c, o)| ToolResult::ok(c, o))
         .collect();
-    insta::assert_json_snapshot!(
-        "bedrock_output_kinds",
-        Provider::Bedrock.format(&parsed, &results)
-    );
+    insta::assert_json_snapshot!("bedrock_output_kinds", Provider::Bedrock.format(&parsed, &results));
 
     let invalid = json!({"output": {"message": {"role": "assistant", "content": [
         {"toolUse": {"toolUseId": "tooluse_ok", "name": "top_song", "input": {"sign": "WZPZ"}}},
         {"toolUse": {"toolUseId": "tooluse_bad", "name": "top_song", "input": "WZPZ"}}
     ]}}, "stopReason": "tool_use"});
     let parsed = Provider::Bedrock.parse(&invalid)?;
-    assert!(matches!(
-        parsed.calls[1].arguments,
-        Arguments::Invalid { .. }
-    ));
+    assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "bedrock_invalid_arguments",
         Provider::Bedrock.format(&parsed, &answer_invalid(&parsed))
@@ -480,30 +410,18 @@ fn bedrock_format_snapshots() -> TestResult {
 #[test]
 fn a_missing_result_is_still_answered() -> TestResult {
     for (provider, folder, stem) in [
-        (
-            Provider::Anthropic,
-            "anthropic",
-            "constructed_parallel_tool_use",
-        ),
+        (Provider::Anthropic, "anthropic", "constructed_parallel_tool_use"),
         (
             Provider::Gemini,
             "gemini",
             "constructed_parallel_calls_ids_signature_on_first",
         ),
-        (
-            Provider::Bedrock,
-            "bedrock",
-            "constructed_parallel_tool_use",
-        ),
+        (Provider::Bedrock, "bedrock", "constructed_parallel_tool_use"),
     ] {
         let parsed = provider.parse(&fixture(folder, stem)?)?;
         let only_first = vec![ToolResult::ok(&parsed.calls[0], json!("ok"))];
         let messages = provider.format(&parsed, &only_first);
-        assert_eq!(
-            answered(provider, &messages).len(),
-            parsed.calls.len(),
-            "{provider}"
-        );
+        assert_eq!(answered(provider, &messages).len(), parsed.calls.len(), "{provider}");
         assert!(messages[0].to_string().contains("internal"), "{provider}");
     }
     Ok(())
@@ -526,10 +444,7 @@ fn answered(provider: Provider, messages: &[Value]) -> Vec<Answer> {
         Provider::Anthropic => {
             let obj = msg.as_object().map(Map::len);
             assert_eq!(obj, Some(2), "anthropic: only role and content");
-            let blocks = msg["content"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let blocks = msg["content"].as_array().map(Vec::as_slice).unwrap_or_default();
             blocks
                 .iter()
                 .map(|b| {
@@ -544,16 +459,11 @@ fn answered(provider: Provider, messages: &[Value]) -> Vec<Answer> {
                 .collect()
         }
         Provider::Gemini => {
-            let parts = msg["parts"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let parts = msg["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
             parts
                 .iter()
                 .map(|p| {
-                    let fr = p
-                        .get("functionResponse")
-                        .or_else(|| p.get("function_response"));
+                    let fr = p.get("functionResponse").or_else(|| p.get("function_response"));
                     let fr = fr.unwrap_or(&Value::Null);
                     assert!(fr.is_object(), "gemini: part is a functionResponse: {p}");
                     let keys: Vec<&str> = fr["response"]
@@ -562,19 +472,13 @@ fn answered(provider: Provider, messages: &[Value]) -> Vec<Answer> {
                         .unwrap_or_default();
                     let failed = keys == ["error"];
                     let ok = keys == ["output"];
-                    assert!(
-                        failed || ok,
-                        "gemini: response is {{output}} or {{error}}: {fr}"
-                    );
+                    assert!(failed || ok, "gemini: response is {{output}} or {{error}}: {fr}");
                     (str_of(&fr["id"]), str_of(&fr["name"]), failed)
                 })
                 .collect()
         }
         Provider::Bedrock => {
-            let blocks = msg["content"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default();
+            let blocks = msg["content"].as_array().map(Vec::as_slice).unwrap_or_default();
             blocks
                 .iter()
                 .map(|b| {
@@ -603,8 +507,7 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z]{1,6}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map("[a-z]{1,6}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -639,11 +542,7 @@ fn build(provider: Provider, spec: &[CallSpec], snake: bool) -> (Parsed, Vec<Too
             None => ToolResult::err(c, timeout()),
         })
         .collect();
-    let key = if snake {
-        "function_call"
-    } else {
-        "functionCall"
-    };
+    let key = if snake { "function_call" } else { "functionCall" };
     let parts: Vec<Value> = calls
         .iter()
         .map(|c| json!({key: {"name": c.name, "id": c.id, "args": {}}}))

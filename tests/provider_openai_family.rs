@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! OpenAI-family providers (OpenAI Chat, OpenAI Responses, Mistral, Cohere v2, Ollama):
 //! fixtures → `parse`, golden snapshots of `format`, an id-answering property, `declare`.
 
@@ -5,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use toolwire::call::{
-    Arguments, ArgumentsProblem, ErrorDetail, ErrorKind, ToolCall, ToolError, ToolResult,
-};
+use toolwire::call::{Arguments, ArgumentsProblem, ErrorDetail, ErrorKind, ToolCall, ToolError, ToolResult};
 use toolwire::provider::{DeclareOptions, ParseError, Parsed, Provider, ToolDeclaration, schema};
 
 const FAMILY: [Provider; 5] = [
@@ -47,13 +46,7 @@ fn call_json(call: &ToolCall) -> Value {
 /// The expected call with only the normalised keys.
 fn expected_call(expected: &Value) -> Value {
     let mut out = Map::new();
-    for key in [
-        "id",
-        "name",
-        "arguments",
-        "raw_arguments",
-        "arguments_error",
-    ] {
+    for key in ["id", "name", "arguments", "raw_arguments", "arguments_error"] {
         if let Some(v) = expected.get(key) {
             out.insert(key.to_owned(), v.clone());
         }
@@ -78,9 +71,7 @@ fn check_fixture(provider: Provider, expected_path: &Path) {
     let body_name = expected["fixture"].as_str().expect("fixture name");
     let body = read_json(&fixture_dir(provider).join(body_name));
 
-    let parsed = provider
-        .parse(&body)
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let parsed = provider.parse(&body).unwrap_or_else(|e| panic!("{label}: {e}"));
 
     let got: Vec<Value> = parsed.calls.iter().map(call_json).collect();
     let want: Vec<Value> = expected["tool_calls"]
@@ -90,11 +81,7 @@ fn check_fixture(provider: Provider, expected_path: &Path) {
         .map(expected_call)
         .collect();
     assert_eq!(got, want, "{label}: calls");
-    assert_eq!(
-        json!(parsed.finished),
-        expected["finished"],
-        "{label}: finished"
-    );
+    assert_eq!(json!(parsed.finished), expected["finished"], "{label}: finished");
     assert_eq!(
         parsed.stop_reason.clone().unwrap_or(Value::Null),
         expected["stop_signal"],
@@ -107,11 +94,7 @@ fn check_fixture(provider: Provider, expected_path: &Path) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    assert_eq!(
-        parsed.server_side.len(),
-        ignored.len(),
-        "{label}: server_side count"
-    );
+    assert_eq!(parsed.server_side.len(), ignored.len(), "{label}: server_side count");
     for (found, want) in parsed.server_side.iter().zip(&ignored) {
         for (k, v) in want.as_object().expect("ignored entry") {
             assert_eq!(found.get(k), Some(v), "{label}: server_side.{k}");
@@ -262,11 +245,7 @@ fn responses_hosted_tool_items_are_server_side_and_ids_are_call_ids() {
             json!({"id": "call_b", "name": "g", "arguments": {"input": "raw text"}}),
         ]
     );
-    let kinds: Vec<_> = parsed
-        .server_side
-        .iter()
-        .map(|v| v["type"].clone())
-        .collect();
+    let kinds: Vec<_> = parsed.server_side.iter().map(|v| v["type"].clone()).collect();
     assert_eq!(
         kinds,
         [
@@ -276,11 +255,7 @@ fn responses_hosted_tool_items_are_server_side_and_ids_are_call_ids() {
         ]
     );
     assert_eq!(parsed.assistant, output);
-    let results: Vec<_> = parsed
-        .calls
-        .iter()
-        .map(|c| ToolResult::ok(c, json!("ok")))
-        .collect();
+    let results: Vec<_> = parsed.calls.iter().map(|c| ToolResult::ok(c, json!("ok"))).collect();
     assert_eq!(
         Provider::OpenaiResponses.format(&parsed, &results),
         vec![
@@ -314,11 +289,7 @@ fn shape_errors_name_the_provider_and_the_reason() {
             json!({"object": "chat.completion"}),
             "no `choices` array",
         ),
-        (
-            Provider::OpenaiChat,
-            json!({"choices": []}),
-            "`choices` is empty",
-        ),
+        (Provider::OpenaiChat, json!({"choices": []}), "`choices` is empty"),
         (
             Provider::OpenaiChat,
             json!({"choices": [{"index": 0}]}),
@@ -340,16 +311,8 @@ fn shape_errors_name_the_provider_and_the_reason() {
             json!({"output": [{"type": "function_call", "id": "fc_1", "name": "f", "arguments": "{}"}]}),
             "call_id",
         ),
-        (
-            Provider::Mistral,
-            json!({"choices": "x"}),
-            "no `choices` array",
-        ),
-        (
-            Provider::Cohere,
-            json!({"finish_reason": "COMPLETE"}),
-            "message",
-        ),
+        (Provider::Mistral, json!({"choices": "x"}), "no `choices` array"),
+        (Provider::Cohere, json!({"finish_reason": "COMPLETE"}), "message"),
         (
             Provider::Cohere,
             json!({"message": {"tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}}),
@@ -419,7 +382,10 @@ fn results_for(parsed: &Parsed, ok: impl Fn(usize) -> bool) -> Vec<ToolResult> {
         .iter()
         .enumerate()
         .map(|(i, call)| match &call.arguments {
-            Arguments::Invalid { problem: ArgumentsProblem::InvalidJson, .. } => ToolResult::err(
+            Arguments::Invalid {
+                problem: ArgumentsProblem::InvalidJson,
+                ..
+            } => ToolResult::err(
                 call,
                 ToolError::new(
                     ErrorKind::ArgsNotJson,
@@ -427,9 +393,16 @@ fn results_for(parsed: &Parsed, ok: impl Fn(usize) -> bool) -> Vec<ToolResult> {
                     false,
                 ),
             ),
-            Arguments::Invalid { problem: ArgumentsProblem::NotAnObject, .. } => ToolResult::err(
+            Arguments::Invalid {
+                problem: ArgumentsProblem::NotAnObject,
+                ..
+            } => ToolResult::err(
                 call,
-                ToolError::new(ErrorKind::InvalidArguments, "the arguments must be a JSON object", false),
+                ToolError::new(
+                    ErrorKind::InvalidArguments,
+                    "the arguments must be a JSON object",
+                    false,
+                ),
             ),
             Arguments::Object(_) if ok(i) => ToolResult::ok(call, ok_output(i)),
             Arguments::Object(_) => ToolResult::err(call, failure(i)),
@@ -441,11 +414,7 @@ fn formatted(provider: Provider, body: &Value, ok: impl Fn(usize) -> bool) -> Ve
     let parsed = provider.parse(body).expect("parse");
     let results = results_for(&parsed, ok);
     let messages = provider.format(&parsed, &results);
-    assert_eq!(
-        messages.len(),
-        parsed.calls.len(),
-        "{provider}: one message per call"
-    );
+    assert_eq!(messages.len(), parsed.calls.len(), "{provider}: one message per call");
     messages
 }
 
@@ -453,9 +422,7 @@ fn formatted(provider: Provider, body: &Value, ok: impl Fn(usize) -> bool) -> Ve
 fn two_calls(provider: Provider) -> Value {
     match provider {
         Provider::OpenaiChat => fixture(provider, "real_parallel_two_tools"),
-        Provider::OpenaiResponses => {
-            fixture(provider, "constructed_reasoning_encrypted_parallel_calls")
-        }
+        Provider::OpenaiResponses => fixture(provider, "constructed_reasoning_encrypted_parallel_calls"),
         Provider::Mistral => {
             json!({"id": "m1", "object": "chat.completion", "model": "mistral-large-latest",
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "",
@@ -539,10 +506,7 @@ fn format_snapshots() {
                 .any(|c| matches!(c.arguments, Arguments::Invalid { .. })),
             "{provider}: the invalid-arguments body must have an unusable call"
         );
-        insta::assert_json_snapshot!(
-            format!("{p}__invalid_arguments"),
-            formatted(provider, &bad, |_| true)
-        );
+        insta::assert_json_snapshot!(format!("{p}__invalid_arguments"), formatted(provider, &bad, |_| true));
     }
     // Calls without an id.
     let legacy = fixture(Provider::OpenaiChat, "constructed_legacy_function_call");
@@ -551,10 +515,7 @@ fn format_snapshots() {
         formatted(Provider::OpenaiChat, &legacy, |_| true)
     );
     let no_id = fixture(Provider::Ollama, "docs_tool_call_no_id");
-    insta::assert_json_snapshot!(
-        "ollama__no_id",
-        formatted(Provider::Ollama, &no_id, |_| true)
-    );
+    insta::assert_json_snapshot!("ollama__no_id", formatted(Provider::Ollama, &no_id, |_| true));
     let mistral_no_id = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
         "content": "", "tool_calls": [{"type": "function", "function": {"name": "retrieve_payment_status", "arguments": "{}"}}]}}]});
     insta::assert_json_snapshot!(
@@ -580,11 +541,7 @@ fn gen_calls(ids_optional: bool) -> impl Strategy<Value = Vec<GenCall>> {
         "[A-Za-z0-9_]{1,12}".prop_map(Some).boxed()
     };
     proptest::collection::vec(
-        (id, "[a-z_][a-z0-9_]{0,10}", any::<bool>()).prop_map(|(id, name, ok)| GenCall {
-            id,
-            name,
-            ok,
-        }),
+        (id, "[a-z_][a-z0-9_]{0,10}", any::<bool>()).prop_map(|(id, name, ok)| GenCall { id, name, ok }),
         0..8,
     )
 }
@@ -620,8 +577,7 @@ fn body_with(provider: Provider, calls: &[GenCall]) -> Value {
                 message["tool_calls"] = Value::Array(tool_calls);
             }
             if let Some((i, c)) = calls.iter().enumerate().find(|(_, c)| c.id.is_none()) {
-                message["function_call"] =
-                    json!({"name": c.name, "arguments": format!("{{\"n\":{i}}}")});
+                message["function_call"] = json!({"name": c.name, "arguments": format!("{{\"n\":{i}}}")});
             }
             json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]})
         }
@@ -671,9 +627,7 @@ fn answered(provider: Provider, message: &Value) -> (Option<String>, Option<Stri
 
 fn check_answers(provider: Provider, calls: &[GenCall]) -> Result<(), TestCaseError> {
     let body = body_with(provider, calls);
-    let parsed = provider
-        .parse(&body)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let parsed = provider.parse(&body).map_err(|e| TestCaseError::fail(e.to_string()))?;
     // OpenAI Chat lists the legacy function_call after tool_calls.
     let mut order: Vec<&GenCall> = calls
         .iter()
@@ -722,12 +676,7 @@ fn check_answers(provider: Provider, calls: &[GenCall]) -> Result<(), TestCaseEr
             .get("content")
             .or_else(|| message.get("output"))
             .expect("content");
-        prop_assert_eq!(
-            content.to_string().contains("Error ("),
-            !g.ok,
-            "{}",
-            message
-        );
+        prop_assert_eq!(content.to_string().contains("Error ("), !g.ok, "{}", message);
     }
     Ok(())
 }
@@ -806,8 +755,7 @@ fn arb_json() -> impl Strategy<Value = Value> {
         ];
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            proptest::collection::vec((key, inner), 0..5)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            proptest::collection::vec((key, inner), 0..5).prop_map(|kv| Value::Object(kv.into_iter().collect())),
         ]
     })
 }
@@ -938,19 +886,11 @@ fn declare_cohere_and_ollama_never_send_strict() {
         );
         for tool in &strict.tools {
             assert_eq!(tool["type"], json!("function"));
-            assert!(
-                tool["function"].get("strict").is_none(),
-                "{provider}: {tool}"
-            );
+            assert!(tool["function"].get("strict").is_none(), "{provider}: {tool}");
             assert_eq!(tool["function"]["parameters"], s);
         }
         assert_eq!(strict.warnings.len(), 2, "{provider}: one warning per tool");
-        assert!(
-            strict
-                .warnings
-                .iter()
-                .all(|w| w.provider == provider && !w.dropped)
-        );
+        assert!(strict.warnings.iter().all(|w| w.provider == provider && !w.dropped));
         assert_eq!(strict.warnings[0].tool, "get_weather");
         assert_eq!(strict.warnings[1].tool, "ping");
     }

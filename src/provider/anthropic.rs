@@ -20,9 +20,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
-};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
 use crate::call::{Arguments, ErrorKind, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
@@ -34,8 +32,7 @@ fn shape(reason: impl Into<String>) -> ParseError {
 
 /// Is this block type run by Anthropic itself (echoed, never executed)?
 fn is_server_side(block_type: &str) -> bool {
-    block_type != "tool_use"
-        && (block_type.ends_with("_tool_use") || block_type.ends_with("_tool_result"))
+    block_type != "tool_use" && (block_type.ends_with("_tool_use") || block_type.ends_with("_tool_result"))
 }
 
 /// Reads a Messages API response body.
@@ -59,16 +56,14 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
             continue;
         };
         if block_type == "tool_use" {
-            let id = block.get("id").and_then(Value::as_str).ok_or_else(|| {
-                shape(format!(
-                    "content[{i}] is a tool_use block without a string `id`"
-                ))
-            })?;
-            let name = block.get("name").and_then(Value::as_str).ok_or_else(|| {
-                shape(format!(
-                    "content[{i}] is a tool_use block without a string `name`"
-                ))
-            })?;
+            let id = block
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| shape(format!("content[{i}] is a tool_use block without a string `id`")))?;
+            let name = block
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| shape(format!("content[{i}] is a tool_use block without a string `name`")))?;
             calls.push(ToolCall {
                 id: Some(id.to_owned()),
                 name: name.to_owned(),
@@ -125,11 +120,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
         Some(r) => Cow::Borrowed(r),
         None => Cow::Owned(ToolResult::err(
             call,
-            ToolError::new(
-                ErrorKind::Internal,
-                "no result was produced for this call",
-                false,
-            ),
+            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
         )),
     }
 }
@@ -139,11 +130,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// A name that fails [`schema::check_name`] drops the tool. With `opts.strict` the schema goes
 /// through [`schema::anthropic_strict`] (each note becomes a `changed` warning); if it cannot be
 /// expressed the tool is declared without `strict`, with a warning saying so.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     let mut out = Vec::new();
     for tool in tools {
         if let Err(reason) = schema::check_name(Provider::Anthropic, tool.name) {
@@ -157,11 +144,7 @@ pub fn declare(
                 Ok((s, notes)) => {
                     strict = true;
                     input_schema = s;
-                    warnings.extend(
-                        notes
-                            .into_iter()
-                            .map(|n| DeclareWarning::changed(tool.name, n)),
-                    );
+                    warnings.extend(notes.into_iter().map(|n| DeclareWarning::changed(tool.name, n)));
                 }
                 Err(reason) => warnings.push(DeclareWarning::changed(
                     tool.name,
@@ -209,9 +192,7 @@ mod tests {
         );
         assert_eq!(
             tools,
-            vec![
-                json!({"name": "get_weather", "description": "Weather for a city", "input_schema": p})
-            ]
+            vec![json!({"name": "get_weather", "description": "Weather for a city", "input_schema": p})]
         );
         assert!(warnings.is_empty());
     }
@@ -230,18 +211,14 @@ mod tests {
         assert!(tool.get("description").is_none());
         assert!(tool["input_schema"].is_object());
         // Field order matters to nobody, but the documented order is kept.
-        let keys: Vec<&String> = tool
-            .as_object()
-            .map(|m| m.keys().collect())
-            .unwrap_or_default();
+        let keys: Vec<&String> = tool.as_object().map(|m| m.keys().collect()).unwrap_or_default();
         assert_eq!(keys, ["name", "input_schema", "strict"]);
     }
 
     #[test]
     fn declare_without_strict_has_no_strict_key() {
         let p = params();
-        let declared =
-            Provider::Anthropic.declare(&[decl("t", "d", &p)], &DeclareOptions::default());
+        let declared = Provider::Anthropic.declare(&[decl("t", "d", &p)], &DeclareOptions::default());
         assert!(declared.tools[0].get("strict").is_none());
     }
 

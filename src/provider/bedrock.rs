@@ -22,9 +22,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
-};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
 use crate::call::{Arguments, ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
@@ -82,10 +80,7 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     Ok(Parsed {
         finished: calls.is_empty(),
         calls,
-        stop_reason: completion
-            .get("stopReason")
-            .filter(|v| !v.is_null())
-            .cloned(),
+        stop_reason: completion.get("stopReason").filter(|v| !v.is_null()).cloned(),
         assistant: message.clone(),
         server_side,
     })
@@ -130,11 +125,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
         Some(r) => Cow::Borrowed(r),
         None => Cow::Owned(ToolResult::err(
             call,
-            ToolError::new(
-                ErrorKind::Internal,
-                "no result was produced for this call",
-                false,
-            ),
+            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
         )),
     }
 }
@@ -146,11 +137,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// [`schema::anthropic_strict`] (Bedrock's structured-output grammar follows the Anthropic
 /// subset, §6.3) and `strict: true` is set; if it cannot be expressed the tool is declared
 /// without `strict`, with a warning.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     let mut out = Vec::new();
     for tool in tools {
         if let Err(reason) = schema::check_name(Provider::Bedrock, tool.name) {
@@ -164,11 +151,7 @@ pub fn declare(
                 Ok((s, notes)) => {
                     strict = true;
                     input_schema = s;
-                    warnings.extend(
-                        notes
-                            .into_iter()
-                            .map(|n| DeclareWarning::changed(tool.name, n)),
-                    );
+                    warnings.extend(notes.into_iter().map(|n| DeclareWarning::changed(tool.name, n)));
                 }
                 Err(reason) => warnings.push(DeclareWarning::changed(
                     tool.name,

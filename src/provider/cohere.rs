@@ -15,9 +15,7 @@
 
 use serde_json::{Value, json};
 
-use super::openai_chat::{
-    IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of,
-};
+use super::openai_chat::{IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::ToolResult;
 
@@ -64,11 +62,7 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
 
 /// Chat-shaped `{"type":"function","function":{name, description?, parameters}}`, never a
 /// `strict` key; with `opts.strict` one warning per tool points at `strict_tools`.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     declare_chat_shaped(
         P,
         tools,

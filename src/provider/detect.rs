@@ -76,18 +76,15 @@ fn is_openai_responses(v: &Value) -> bool {
     if v.get("object").and_then(Value::as_str) == Some("response") {
         return true;
     }
-    v.get("output")
-        .and_then(Value::as_array)
-        .is_some_and(|items| {
-            items
-                .iter()
-                .all(|item| item.get("type").and_then(Value::as_str).is_some())
-        })
+    v.get("output").and_then(Value::as_array).is_some_and(|items| {
+        items
+            .iter()
+            .all(|item| item.get("type").and_then(Value::as_str).is_some())
+    })
 }
 
 fn is_anthropic(v: &Value) -> bool {
-    v.get("type").and_then(Value::as_str) == Some("message")
-        && v.get("content").is_some_and(Value::is_array)
+    v.get("type").and_then(Value::as_str) == Some("message") && v.get("content").is_some_and(Value::is_array)
 }
 
 fn is_gemini(v: &Value) -> bool {
@@ -105,9 +102,7 @@ fn is_bedrock(v: &Value) -> bool {
 
 fn is_ollama(v: &Value) -> bool {
     v.get("message").is_some_and(Value::is_object)
-        && ["done", "done_reason", "created_at"]
-            .iter()
-            .any(|k| v.get(k).is_some())
+        && ["done", "done_reason", "created_at"].iter().any(|k| v.get(k).is_some())
 }
 
 fn is_cohere(v: &Value) -> bool {
@@ -122,11 +117,7 @@ fn is_chat(v: &Value) -> bool {
 
 /// A Mistral-only mark on choice 0 (see rule 7).
 fn has_mistral_mark(v: &Value) -> bool {
-    let Some(message) = v
-        .get("choices")
-        .and_then(|c| c.get(0))
-        .and_then(|c| c.get("message"))
-    else {
+    let Some(message) = v.get("choices").and_then(|c| c.get(0)).and_then(|c| c.get("message")) else {
         return false;
     };
     if message.get("prefix").is_some_and(Value::is_boolean) {

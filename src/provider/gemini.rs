@@ -28,9 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
-};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
 use crate::call::{Arguments, ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
@@ -42,9 +40,7 @@ fn shape(reason: impl Into<String>) -> ParseError {
 
 /// A field in either spelling: REST camelCase first, then the SDK-dump snake_case.
 fn field<'a>(obj: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
-    obj.get(camel)
-        .or_else(|| obj.get(snake))
-        .filter(|v| !v.is_null())
+    obj.get(camel).or_else(|| obj.get(snake)).filter(|v| !v.is_null())
 }
 
 /// The model turn for a response that has no candidate content.
@@ -119,9 +115,7 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
 
 fn read_call(i: usize, fc: &Value) -> Result<ToolCall, ParseError> {
     if !fc.is_object() {
-        return Err(shape(format!(
-            "parts[{i}] has a functionCall that is not an object"
-        )));
+        return Err(shape(format!("parts[{i}] has a functionCall that is not an object")));
     }
     let name = fc
         .get("name")
@@ -149,8 +143,7 @@ fn is_snake_case(parsed: &Parsed) -> bool {
     let Some(parts) = parsed.assistant.get("parts").and_then(Value::as_array) else {
         return false;
     };
-    parts.iter().any(|p| p.get("function_call").is_some())
-        && !parts.iter().any(|p| p.get("functionCall").is_some())
+    parts.iter().any(|p| p.get("function_call").is_some()) && !parts.iter().any(|p| p.get("functionCall").is_some())
 }
 
 /// One `user` Content with a `functionResponse` part per call (`results[i]` answers
@@ -200,11 +193,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
         Some(r) => Cow::Borrowed(r),
         None => Cow::Owned(ToolResult::err(
             call,
-            ToolError::new(
-                ErrorKind::Internal,
-                "no result was produced for this call",
-                false,
-            ),
+            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
         )),
     }
 }
@@ -216,11 +205,7 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// it is `parameters: <schema::gemini_openapi(schema)>` instead, and a schema that cannot be
 /// expressed drops the tool. A name failing [`schema::check_name`] drops the tool. Gemini has no
 /// strict mode: `opts.strict` is ignored with one warning per declared tool.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     let mut declarations = Vec::new();
     for tool in tools {
         if let Err(reason) = schema::check_name(Provider::Gemini, tool.name) {
@@ -236,11 +221,7 @@ pub fn declare(
             match schema::gemini_openapi(tool.parameters) {
                 Ok((s, notes)) => {
                     entry.insert("parameters".into(), s);
-                    warnings.extend(
-                        notes
-                            .into_iter()
-                            .map(|n| DeclareWarning::changed(tool.name, n)),
-                    );
+                    warnings.extend(notes.into_iter().map(|n| DeclareWarning::changed(tool.name, n)));
                 }
                 Err(reason) => {
                     warnings.push(DeclareWarning::dropped(
@@ -287,10 +268,8 @@ mod tests {
     #[test]
     fn declare_wraps_all_tools_in_one_entry() {
         let p = params();
-        let declared = Provider::Gemini.declare(
-            &[decl("a", "first", &p), decl("b", "", &p)],
-            &DeclareOptions::default(),
-        );
+        let declared =
+            Provider::Gemini.declare(&[decl("a", "first", &p), decl("b", "", &p)], &DeclareOptions::default());
         assert_eq!(
             declared.tools,
             vec![json!({"functionDeclarations": [
@@ -329,11 +308,7 @@ mod tests {
                 .iter()
                 .all(|w| !w.dropped && w.provider == Provider::Gemini)
         );
-        assert!(
-            declared.tools[0]["functionDeclarations"][0]
-                .get("strict")
-                .is_none()
-        );
+        assert!(declared.tools[0]["functionDeclarations"][0].get("strict").is_none());
     }
 
     #[test]
@@ -347,10 +322,7 @@ mod tests {
         let body = json!({"promptFeedback": {"blockReason": "SAFETY"}});
         let parsed = parse(&body).ok();
         assert_eq!(parsed.as_ref().map(|p| p.finished), Some(true));
-        assert_eq!(
-            parsed.as_ref().map(|p| p.assistant.clone()),
-            Some(empty_model_turn())
-        );
+        assert_eq!(parsed.as_ref().map(|p| p.assistant.clone()), Some(empty_model_turn()));
         assert_eq!(parsed.as_ref().and_then(|p| p.stop_reason.clone()), None);
     }
 

@@ -51,16 +51,6 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
 
 /// Chat-shaped `{"type":"function","function":{name, description?, parameters, strict?}}`;
 /// `strict: true` only with `opts.strict`, schema unchanged.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
-    declare_chat_shaped(
-        Provider::Mistral,
-        tools,
-        opts,
-        warnings,
-        StrictKey::WhenAsked,
-    )
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
+    declare_chat_shaped(Provider::Mistral, tools, opts, warnings, StrictKey::WhenAsked)
 }

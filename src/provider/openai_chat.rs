@@ -22,9 +22,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema,
-};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
 use crate::call::{Arguments, ToolCall, ToolResult};
 
 /// Builds a [`ParseError::Shape`] for `provider`.
@@ -41,10 +39,7 @@ pub(crate) fn non_null(value: Option<&Value>) -> Option<&Value> {
 }
 
 /// The body as a JSON object, or a shape error.
-pub(crate) fn root_object(
-    provider: Provider,
-    completion: &Value,
-) -> Result<&Map<String, Value>, ParseError> {
+pub(crate) fn root_object(provider: Provider, completion: &Value) -> Result<&Map<String, Value>, ParseError> {
     completion
         .as_object()
         .ok_or_else(|| shape_error(provider, "the body is not a JSON object"))
@@ -101,10 +96,7 @@ pub(crate) fn tool_calls_of(
             None => "function",
             Some(Value::String(kind)) => kind.as_str(),
             Some(_) => {
-                return Err(shape_error(
-                    provider,
-                    format!("{here}.type is not a string"),
-                ));
+                return Err(shape_error(provider, format!("{here}.type is not a string")));
             }
         };
         let (name, arguments) = match kind {
@@ -125,11 +117,7 @@ pub(crate) fn tool_calls_of(
                 ));
             }
         };
-        calls.push(ToolCall {
-            id,
-            name,
-            arguments,
-        });
+        calls.push(ToolCall { id, name, arguments });
     }
     Ok(calls)
 }
@@ -137,14 +125,10 @@ pub(crate) fn tool_calls_of(
 /// The arguments of a free-form (custom) tool call: `{"input": <text>}`.
 pub(crate) fn custom_input(input: Option<&Value>) -> Arguments {
     match input {
-        None => Arguments::Object(Map::from_iter([(
-            "input".to_owned(),
-            Value::String(String::new()),
-        )])),
-        Some(Value::String(text)) => Arguments::Object(Map::from_iter([(
-            "input".to_owned(),
-            Value::String(text.clone()),
-        )])),
+        None => Arguments::Object(Map::from_iter([("input".to_owned(), Value::String(String::new()))])),
+        Some(Value::String(text)) => {
+            Arguments::Object(Map::from_iter([("input".to_owned(), Value::String(text.clone()))]))
+        }
         Some(other) => Arguments::Invalid {
             raw: other.clone(),
             problem: crate::call::ArgumentsProblem::NotAnObject,
@@ -166,11 +150,7 @@ pub(crate) fn object_field<'a>(
 }
 
 /// `parent.name` as a string, or a shape error naming `at.name`.
-pub(crate) fn name_field(
-    provider: Provider,
-    parent: &Map<String, Value>,
-    at: &str,
-) -> Result<String, ParseError> {
+pub(crate) fn name_field(provider: Provider, parent: &Map<String, Value>, at: &str) -> Result<String, ParseError> {
     parent
         .get("name")
         .and_then(Value::as_str)
@@ -188,10 +168,7 @@ pub(crate) struct ChatRules {
 }
 
 /// Parses `{choices: [{index, message, finish_reason}, …]}` (OpenAI Chat, Mistral).
-pub(crate) fn parse_chat_shaped(
-    completion: &Value,
-    rules: ChatRules,
-) -> Result<Parsed, ParseError> {
+pub(crate) fn parse_chat_shaped(completion: &Value, rules: ChatRules) -> Result<Parsed, ParseError> {
     let provider = rules.provider;
     let root = root_object(provider, completion)?;
     let choices = root
@@ -297,11 +274,7 @@ fn strict_parameters_with(
     }
     match transform(parameters) {
         Ok((schema, notes)) => {
-            warnings.extend(
-                notes
-                    .into_iter()
-                    .map(|note| DeclareWarning::changed(name, note)),
-            );
+            warnings.extend(notes.into_iter().map(|note| DeclareWarning::changed(name, note)));
             (schema, true)
         }
         Err(reason) => {
@@ -324,10 +297,7 @@ pub(crate) fn function_object(
     let mut f = Map::new();
     f.insert("name".into(), Value::String(tool.name.to_owned()));
     if !tool.description.is_empty() {
-        f.insert(
-            "description".into(),
-            Value::String(tool.description.to_owned()),
-        );
+        f.insert("description".into(), Value::String(tool.description.to_owned()));
     }
     f.insert("parameters".into(), parameters);
     if let Some(strict) = strict {
@@ -344,12 +314,7 @@ pub(crate) fn declare_each(
     warnings: &mut Vec<DeclareWarning>,
     entry: impl FnMut(&ToolDeclaration<'_>, &mut Vec<DeclareWarning>) -> Value,
 ) -> Vec<Value> {
-    declare_each_with(
-        tools,
-        warnings,
-        |name| schema::check_name(provider, name),
-        entry,
-    )
+    declare_each_with(tools, warnings, |name| schema::check_name(provider, name), entry)
 }
 
 fn declare_each_with(
@@ -380,8 +345,7 @@ pub(crate) fn declare_chat_shaped(
     declare_each(provider, tools, warnings, |tool, warnings| {
         let (parameters, strict) = match strict_key {
             StrictKey::Always => {
-                let (p, s) =
-                    openai_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
+                let (p, s) = openai_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
                 (p, Some(s))
             }
             StrictKey::WhenAsked => (tool.parameters.clone(), opts.strict.then_some(true)),
@@ -399,18 +363,8 @@ pub(crate) fn declare_chat_shaped(
 /// `{"type":"function","function":{name, description?, parameters, strict}}`; `strict` is always
 /// sent (Chat is non-strict by default). With `opts.strict` the schema goes through
 /// [`schema::openai_strict`]; if that fails the tool is declared with `strict: false` and a warning.
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
-    declare_chat_shaped(
-        Provider::OpenaiChat,
-        tools,
-        opts,
-        warnings,
-        StrictKey::Always,
-    )
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
+    declare_chat_shaped(Provider::OpenaiChat, tools, opts, warnings, StrictKey::Always)
 }
 
 #[cfg(test)]
@@ -429,9 +383,8 @@ mod tests {
     fn strict_failure_falls_back_to_non_strict_with_warning() {
         let params = json!({"type": "object"});
         let mut warnings = Vec::new();
-        let (schema, strict) = strict_parameters_with("t", &params, true, &mut warnings, |_| {
-            Err("recursion".to_owned())
-        });
+        let (schema, strict) =
+            strict_parameters_with("t", &params, true, &mut warnings, |_| Err("recursion".to_owned()));
         assert_eq!(schema, params);
         assert!(!strict);
         assert_eq!(warnings.len(), 1);
@@ -449,17 +402,11 @@ mod tests {
             s["additionalProperties"] = json!(false);
             Ok((
                 s,
-                vec![
-                    "closed the root object".to_owned(),
-                    "made `a` nullable".to_owned(),
-                ],
+                vec!["closed the root object".to_owned(), "made `a` nullable".to_owned()],
             ))
         });
         assert!(strict);
-        assert_eq!(
-            schema,
-            json!({"type": "object", "additionalProperties": false})
-        );
+        assert_eq!(schema, json!({"type": "object", "additionalProperties": false}));
         let messages: Vec<_> = warnings
             .iter()
             .map(|w| (w.tool.as_str(), w.message.as_str(), w.dropped))
@@ -504,10 +451,7 @@ mod tests {
         assert_eq!(out, vec![json!("good")]);
         assert_eq!(
             warnings,
-            vec![DeclareWarning::dropped(
-                "bad name",
-                "spaces are not allowed"
-            )]
+            vec![DeclareWarning::dropped("bad name", "spaces are not allowed")]
         );
     }
 
@@ -523,9 +467,6 @@ mod tests {
                 ..
             }
         ));
-        assert!(
-            err.to_string().contains("tool_calls[0] has no `id`"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("tool_calls[0] has no `id`"), "{err}");
     }
 }

@@ -20,8 +20,7 @@
 use serde_json::{Map, Value, json};
 
 use super::openai_chat::{
-    custom_input, function_object, name_field, non_null, openai_strict_parameters, root_object,
-    shape_error,
+    custom_input, function_object, name_field, non_null, openai_strict_parameters, root_object, shape_error,
 };
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::{Arguments, ToolCall, ToolResult};
@@ -80,9 +79,7 @@ fn call_id_of(item: &Map<String, Value>, at: &str) -> Result<String, ParseError>
         .ok_or_else(|| {
             shape_error(
                 P,
-                format!(
-                    "{at}.call_id is missing or not a string, so its output could not reference it"
-                ),
+                format!("{at}.call_id is missing or not a string, so its output could not reference it"),
             )
         })
 }
@@ -123,14 +120,9 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
 /// Flat `{"type":"function","name","description"?,"parameters","strict": bool}` per tool.
 /// `strict` is always explicit; with `opts.strict` the schema goes through
 /// `schema::openai_strict` (on failure: `strict: false` plus a warning).
-pub fn declare(
-    tools: &[ToolDeclaration<'_>],
-    opts: &DeclareOptions,
-    warnings: &mut Vec<DeclareWarning>,
-) -> Vec<Value> {
+pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     super::openai_chat::declare_each(P, tools, warnings, |tool, warnings| {
-        let (parameters, strict) =
-            openai_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
+        let (parameters, strict) = openai_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
         let mut entry = Map::new();
         entry.insert("type".into(), json!("function"));
         entry.extend(function_object(tool, parameters, Some(strict)));
