@@ -597,13 +597,13 @@ proptest! {
         let _ = detect(&v);
         // Near misses of each shape, with arbitrary values in the places we read.
         let near = [
-            json!({"type": "message", "content": [v.clone(), {"type": "tool_use", "id": "x", "name": "n", "input": v.clone()}], "stop_reason": v.clone()}),
-            json!({"content": [{"type": "tool_use", "id": v.clone(), "name": v.clone()}]}),
-            json!({"candidates": [{"content": {"parts": [v.clone(), {"functionCall": v.clone()}, {"function_call": {"name": "n", "args": v.clone(), "id": v.clone()}}]}, "finishReason": v.clone()}]}),
-            json!({"candidates": [{"content": v.clone()}]}),
-            json!({"candidates": v.clone(), "promptFeedback": {}}),
-            json!({"output": {"message": {"content": [v.clone(), {"toolUse": v.clone()}, {"toolUse": {"toolUseId": "t", "name": "n", "input": v.clone(), "type": v.clone()}}]}}, "stopReason": v.clone()}),
-            json!({"output": {"message": v.clone()}}),
+            json!({"type": "message", "content": [v, {"type": "tool_use", "id": "x", "name": "n", "input": v}], "stop_reason": v}),
+            json!({"content": [{"type": "tool_use", "id": v, "name": v}]}),
+            json!({"candidates": [{"content": {"parts": [v, {"functionCall": v}, {"function_call": {"name": "n", "args": v, "id": v}}]}, "finishReason": v}]}),
+            json!({"candidates": [{"content": v}]}),
+            json!({"candidates": v, "promptFeedback": {}}),
+            json!({"output": {"message": {"content": [v, {"toolUse": v}, {"toolUse": {"toolUseId": "t", "name": "n", "input": v, "type": v}}]}}, "stopReason": v}),
+            json!({"output": {"message": v}}),
         ];
         for body in &near {
             for provider in [Provider::Anthropic, Provider::Gemini, Provider::Bedrock] {
