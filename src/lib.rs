@@ -14,6 +14,7 @@
 #![warn(clippy::print_stdout)]
 
 pub mod api;
+pub mod backend;
 pub mod call;
 pub mod check;
 pub mod cli;

@@ -1,0 +1,259 @@
+//! Backends: where one attempt of a tool call actually runs.
+//!
+//! The executor owns retries, deadlines and concurrency; a backend runs exactly one attempt and
+//! reports a typed [`BackendError`] that says whether the request was sent, which decides if a
+//! retry is safe. Each backend enforces the attempt's `timeout` itself, because only it knows
+//! how to stop cleanly (drop the HTTP request; TERM then KILL a process group).
+
+pub mod http;
+pub mod subprocess;
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::call::{ErrorKind, ToolError};
+use crate::tool::Policy;
+
+/// Everything one attempt needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The provider's call id, if any.
+    pub call_id: Option<&'a str>,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// The model's arguments plus the injected state values.
+    pub arguments: &'a Map<String, Value>,
+    /// The request `state` (never shown to the model).
+    pub state: &'a Value,
+    /// Stable across every attempt of one call; sent as `Idempotency-Key` to HTTP backends.
+    pub idempotency_key: &'a str,
+    /// The budget of this attempt: the tool's timeout, cut to what the deadline leaves.
+    pub timeout: Duration,
+    pub policy: &'a Policy,
+}
+
+/// What a successful attempt produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// JSON stays JSON; text is a JSON string.
+    pub value: Value,
+    /// The backend produced more than `max_read_bytes`; `value` holds the first part.
+    pub truncated: bool,
+}
+
+/// Why one attempt failed. `sent` fields say whether the backend may have acted on the request,
+/// which is what decides whether retrying is safe.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// No connection could be made; nothing was sent.
+    #[error("could not connect to the backend: {0}")]
+    Connect(String),
+    /// The attempt ran out of time.
+    #[error("the backend did not answer within {timeout:?}")]
+    Timeout {
+        timeout: Duration,
+        sent: bool,
+        signal: Option<String>,
+    },
+    /// The backend answered with a non-2xx status.
+    #[error("the backend answered HTTP {status}")]
+    Status {
+        status: u16,
+        body_excerpt: String,
+        retry_after: Option<Duration>,
+    },
+    /// The connection broke after the request was sent (reset, truncated body).
+    #[error("the connection to the backend broke: {0}")]
+    Io(String),
+    /// More output than the read cap, in a form that cannot be cut (e.g. JSON).
+    #[error("the backend returned more than {limit} bytes")]
+    OutputTooLarge { limit: usize },
+    /// The program could not be started.
+    #[error("the program could not be started: {0}")]
+    Spawn(String),
+    /// An argument cannot be passed (e.g. a NUL byte in an argv element).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The program exited with a non-zero code.
+    #[error("the program exited with code {code}")]
+    NonzeroExit { code: i32, stderr_tail: String },
+    /// The program was killed by a signal it did not get from us.
+    #[error("the program was killed by {signal}")]
+    Signaled { signal: String, stderr_tail: String },
+    /// The backend broke its output contract (e.g. `output = "json"` but stdout is not JSON).
+    #[error("{0}")]
+    InvalidOutput(String),
+    /// The egress policy refused the destination.
+    #[error("{0}")]
+    Blocked(String),
+}
+
+impl BackendError {
+    /// May the executor try again? Safe when nothing was sent, when the backend said it was
+    /// unavailable or rate-limited (429, 502, 503, 504), or when the tool is idempotent and the
+    /// failure is transient. Client errors (other 4xx), spawn failures, bad arguments and
+    /// crashes by signal are never retried.
+    pub fn is_retryable(&self, idempotent: bool) -> bool {
+        match self {
+            BackendError::Connect(_) => true,
+            BackendError::Timeout { sent, .. } => !sent || idempotent,
+            BackendError::Status { status, .. } => match status {
+                429 | 502 | 503 | 504 => true,
+                500..=599 => idempotent,
+                _ => false,
+            },
+            BackendError::Io(_) | BackendError::NonzeroExit { .. } => idempotent,
+            BackendError::OutputTooLarge { .. }
+            | BackendError::Spawn(_)
+            | BackendError::InvalidArgument(_)
+            | BackendError::Signaled { .. }
+            | BackendError::InvalidOutput(_)
+            | BackendError::Blocked(_) => false,
+        }
+    }
+
+    /// The backend's own `Retry-After`, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BackendError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The error result the model sees after the last attempt.
+    pub fn to_tool_error(&self) -> ToolError {
+        let (kind, retryable, advice) = match self {
+            BackendError::Connect(_) => (
+                ErrorKind::BackendUnreachable,
+                true,
+                "The service may be down; try again later.",
+            ),
+            BackendError::Timeout { .. } => (ErrorKind::Timeout, true, "Try again later, or with a smaller request."),
+            BackendError::Status { status, .. } => match status {
+                429 => (
+                    ErrorKind::BackendStatus,
+                    true,
+                    "The service is rate-limiting; wait before trying again.",
+                ),
+                500..=599 => (ErrorKind::BackendStatus, true, "The service failed; try again later."),
+                _ => (
+                    ErrorKind::BackendStatus,
+                    false,
+                    "The service rejected the request; check the arguments before calling again.",
+                ),
+            },
+            BackendError::Io(_) => (ErrorKind::BackendUnreachable, true, "Try again later."),
+            BackendError::OutputTooLarge { .. } => (
+                ErrorKind::OutputTooLarge,
+                false,
+                "Ask for less data (narrower query, fewer items).",
+            ),
+            BackendError::Spawn(_) => (
+                ErrorKind::SpawnFailed,
+                false,
+                "The tool is misconfigured; do not call it again in this conversation.",
+            ),
+            BackendError::InvalidArgument(_) => (ErrorKind::InvalidArguments, false, "Change the arguments."),
+            BackendError::NonzeroExit { .. } => (
+                ErrorKind::NonzeroExit,
+                false,
+                "Read the error output and change the arguments.",
+            ),
+            BackendError::Signaled { .. } => (
+                ErrorKind::NonzeroExit,
+                false,
+                "The tool crashed; do not retry with the same arguments.",
+            ),
+            BackendError::InvalidOutput(_) => (
+                ErrorKind::Internal,
+                false,
+                "The tool is broken; do not call it again in this conversation.",
+            ),
+            BackendError::Blocked(_) => (
+                ErrorKind::Blocked,
+                false,
+                "This destination is not allowed; do not retry.",
+            ),
+        };
+        let mut message = format!("{self}. {advice}");
+        match self {
+            BackendError::Status { body_excerpt, .. } if !body_excerpt.is_empty() => {
+                message.push_str(&format!(" Response body: {body_excerpt}"));
+            }
+            BackendError::NonzeroExit { stderr_tail, .. } | BackendError::Signaled { stderr_tail, .. }
+                if !stderr_tail.is_empty() =>
+            {
+                message.push_str(&format!(" Error output: {stderr_tail}"));
+            }
+            _ => {}
+        }
+        let mut err = ToolError::new(kind, message, retryable);
+        match self {
+            BackendError::Status {
+                status, retry_after, ..
+            } => {
+                err.status = Some(*status);
+                err.retry_after_ms = retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            }
+            BackendError::NonzeroExit { code, .. } => err.exit_code = Some(*code),
+            BackendError::Signaled { signal, .. } => err.signal = Some(signal.clone()),
+            BackendError::Timeout { signal, .. } => err.signal.clone_from(signal),
+            _ => {}
+        }
+        err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_rules_follow_design_section_4() {
+        let status = |s| BackendError::Status {
+            status: s,
+            body_excerpt: String::new(),
+            retry_after: None,
+        };
+        assert!(BackendError::Connect("x".into()).is_retryable(false));
+        for s in [429, 502, 503, 504] {
+            assert!(status(s).is_retryable(false), "{s}");
+        }
+        assert!(!status(500).is_retryable(false));
+        assert!(status(500).is_retryable(true));
+        for s in [400, 401, 404, 409, 422] {
+            assert!(!status(s).is_retryable(true), "{s}");
+        }
+        let t = |sent| BackendError::Timeout {
+            timeout: Duration::from_secs(1),
+            sent,
+            signal: None,
+        };
+        assert!(t(false).is_retryable(false));
+        assert!(!t(true).is_retryable(false));
+        assert!(t(true).is_retryable(true));
+        assert!(!BackendError::Spawn("x".into()).is_retryable(true));
+    }
+
+    #[test]
+    fn tool_errors_carry_status_and_exit_details() {
+        let e = BackendError::Status {
+            status: 404,
+            body_excerpt: "nope".into(),
+            retry_after: None,
+        }
+        .to_tool_error();
+        assert_eq!(e.kind, ErrorKind::BackendStatus);
+        assert_eq!(e.status, Some(404));
+        assert!(!e.retryable);
+        assert!(e.message.contains("nope"));
+        let e = BackendError::NonzeroExit {
+            code: 3,
+            stderr_tail: "bad".into(),
+        }
+        .to_tool_error();
+        assert_eq!(e.exit_code, Some(3));
+        assert_eq!(e.kind, ErrorKind::NonzeroExit);
+    }
+}
