@@ -94,9 +94,7 @@ const MAX_NODES: usize = 20_000;
 /// `$ref`s in one schema; bounds the cycle analysis, which is quadratic in their number.
 const MAX_REFS: usize = 1_000;
 
-const JSON_TYPES: [&str; 7] = [
-    "object", "array", "string", "integer", "number", "boolean", "null",
-];
+const JSON_TYPES: [&str; 7] = ["object", "array", "string", "integer", "number", "boolean", "null"];
 /// Schema metadata that carries no constraint; dropped rather than described.
 const METADATA_KEYWORDS: [&str; 3] = ["$schema", "$id", "$comment"];
 
@@ -246,9 +244,7 @@ pub fn check_name(provider: Provider, name: &str) -> Result<(), String> {
             name.len()
         ));
     }
-    if provider == Provider::Gemini
-        && !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-    {
+    if provider == Provider::Gemini && !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         return Err(format!(
             "tool name {name:?} must start with a letter or an underscore for {provider}"
         ));
@@ -274,9 +270,7 @@ impl<'a> Doc<'a> {
         let mut stack: Vec<(&Value, String, usize)> = vec![(root, String::new(), 1)];
         while let Some((value, location, depth)) = stack.pop() {
             if depth > MAX_VALUE_DEPTH {
-                return Err(format!(
-                    "the schema is nested more than {MAX_VALUE_DEPTH} levels deep"
-                ));
+                return Err(format!("the schema is nested more than {MAX_VALUE_DEPTH} levels deep"));
             }
             match value {
                 Value::Object(map) => {
@@ -309,18 +303,16 @@ impl<'a> Doc<'a> {
     }
 
     fn resolve(&self, reference: &str) -> Result<&'a Value, String> {
-        let pointer = reference.strip_prefix('#').ok_or_else(|| {
-            format!("$ref {reference:?} is not local (only \"#…\" references are supported)")
-        })?;
+        let pointer = reference
+            .strip_prefix('#')
+            .ok_or_else(|| format!("$ref {reference:?} is not local (only \"#…\" references are supported)"))?;
         self.root
             .pointer(pointer)
             .ok_or_else(|| format!("$ref {reference:?} does not resolve"))
     }
 
     fn is_recursive(&self, reference: &str) -> bool {
-        reference
-            .strip_prefix('#')
-            .is_some_and(|p| self.cyclic.contains(p))
+        reference.strip_prefix('#').is_some_and(|p| self.cyclic.contains(p))
     }
 }
 
@@ -344,11 +336,7 @@ fn cyclic_targets(refs: &[(String, String)]) -> HashSet<String> {
         let dead_ends: Vec<&str> = live
             .iter()
             .copied()
-            .filter(|t| {
-                edges
-                    .get(t)
-                    .is_none_or(|out| out.iter().all(|u| !live.contains(u)))
-            })
+            .filter(|t| edges.get(t).is_none_or(|out| out.iter().all(|u| !live.contains(u))))
             .collect();
         if dead_ends.is_empty() {
             break;
@@ -446,12 +434,7 @@ fn as_map<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>, St
 
 /// The `type` keyword as a list (empty when absent); unknown type names are an error.
 fn types_of<'v>(map: &'v Map<String, Value>, path: &str) -> Result<Vec<&'v str>, String> {
-    let bad = || {
-        format!(
-            "{}: type must be a JSON type name or an array of them",
-            at(path)
-        )
-    };
+    let bad = || format!("{}: type must be a JSON type name or an array of them", at(path));
     let names: Vec<&str> = match map.get("type") {
         None => return Ok(Vec::new()),
         Some(Value::String(t)) => vec![t.as_str()],
@@ -475,11 +458,7 @@ fn check_object_root(schema: &Value) -> Result<(), String> {
         None => map.contains_key("properties"),
         Some(_) => false,
     };
-    if object
-        && !["anyOf", "oneOf", "$ref"]
-            .iter()
-            .any(|k| map.contains_key(*k))
-    {
+    if object && !["anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k)) {
         Ok(())
     } else {
         Err("the root schema must be a plain object schema (\"type\": \"object\")".to_owned())
@@ -487,12 +466,7 @@ fn check_object_root(schema: &Value) -> Result<(), String> {
 }
 
 /// `base` with every key of `over` (except `skip`) written over it.
-fn overlay(
-    base: &Value,
-    over: &Map<String, Value>,
-    skip: &str,
-    path: &str,
-) -> Result<Value, String> {
+fn overlay(base: &Value, over: &Map<String, Value>, skip: &str, path: &str) -> Result<Value, String> {
     let mut merged = as_schema(base, path)?.clone();
     for (key, value) in over {
         if key != skip {
@@ -504,12 +478,7 @@ fn overlay(
 
 /// A node whose single `allOf` entry is merged into it (the node's own keywords win);
 /// several entries cannot be merged without loss.
-fn flatten_all_of(
-    map: &Map<String, Value>,
-    all_of: &Value,
-    path: &str,
-    dialect: &str,
-) -> Result<Value, String> {
+fn flatten_all_of(map: &Map<String, Value>, all_of: &Value, path: &str, dialect: &str) -> Result<Value, String> {
     match all_of.as_array().map(Vec::as_slice) {
         Some([only]) => overlay(only, map, "allOf", path),
         Some(entries) => Err(format!(
@@ -543,13 +512,7 @@ struct OpenAiStrict<'a> {
 
 impl OpenAiStrict<'_> {
     /// `objects`: how many object schemas enclose this one.
-    fn node(
-        &mut self,
-        schema: &Value,
-        path: &str,
-        depth: usize,
-        objects: usize,
-    ) -> Result<Value, String> {
+    fn node(&mut self, schema: &Value, path: &str, depth: usize, objects: usize) -> Result<Value, String> {
         self.walk.enter(path, depth)?;
         let map = as_schema(schema, path)?;
         if let Some(reference) = map.get("$ref")
@@ -559,8 +522,7 @@ impl OpenAiStrict<'_> {
         }
         if let Some(all_of) = map.get("allOf") {
             let merged = flatten_all_of(map, all_of, path, "OpenAI strict mode")?;
-            self.walk
-                .note(path, "single-entry allOf flattened (strict mode)");
+            self.walk.note(path, "single-entry allOf flattened (strict mode)");
             return self.node(&merged, path, depth + 1, objects);
         }
         reject_any_and_one_of(map, path)?;
@@ -591,10 +553,8 @@ impl OpenAiStrict<'_> {
         let mut dropped: Vec<String> = Vec::new();
         if typeless_object {
             out.insert("type".to_owned(), json!("object"));
-            self.walk.note(
-                path,
-                "type object added to a schema with properties (strict mode)",
-            );
+            self.walk
+                .note(path, "type object added to a schema with properties (strict mode)");
         }
         for (key, value) in map {
             let here = child(path, key);
@@ -649,10 +609,7 @@ impl OpenAiStrict<'_> {
         if !dropped.is_empty() {
             self.walk.note(
                 path,
-                format!(
-                    "{} dropped (not supported in OpenAI strict mode)",
-                    dropped.join(", ")
-                ),
+                format!("{} dropped (not supported in OpenAI strict mode)", dropped.join(", ")),
             );
         }
         if is_object {
@@ -685,10 +642,7 @@ impl OpenAiStrict<'_> {
             }
         }
         if let Some(properties) = out.get("properties").and_then(Value::as_object) {
-            let names = properties
-                .keys()
-                .map(|k| Value::String(k.clone()))
-                .collect();
+            let names = properties.keys().map(|k| Value::String(k.clone())).collect();
             out.insert("required".to_owned(), Value::Array(names));
         }
         out.insert("additionalProperties".to_owned(), Value::Bool(false));
@@ -748,11 +702,7 @@ impl OpenAiStrict<'_> {
             .ok_or_else(|| format!("{}: $ref must be a string", at(path)))?;
         let target = self.walk.doc.resolve(reference)?;
         if self.walk.doc.is_recursive(reference) {
-            let siblings: Vec<&str> = map
-                .keys()
-                .map(String::as_str)
-                .filter(|k| *k != "$ref")
-                .collect();
+            let siblings: Vec<&str> = map.keys().map(String::as_str).filter(|k| *k != "$ref").collect();
             self.walk.note(
                 path,
                 format!(
@@ -770,13 +720,7 @@ impl OpenAiStrict<'_> {
         self.node(&merged, path, depth + 1, objects)
     }
 
-    fn list(
-        &mut self,
-        value: &Value,
-        path: &str,
-        depth: usize,
-        level: usize,
-    ) -> Result<Value, String> {
+    fn list(&mut self, value: &Value, path: &str, depth: usize, level: usize) -> Result<Value, String> {
         let branches = as_list(value, path)?;
         let mut out = Vec::with_capacity(branches.len());
         for (i, branch) in branches.iter().enumerate() {
@@ -790,10 +734,7 @@ impl OpenAiStrict<'_> {
         let mut out = Map::new();
         for (name, def) in as_map(value, path)? {
             self.count_chars(name.len(), path)?;
-            out.insert(
-                name.clone(),
-                self.node(def, &child(path, name), depth + 1, 0)?,
-            );
+            out.insert(name.clone(), self.node(def, &child(path, name), depth + 1, 0)?);
         }
         Ok(Value::Object(out))
     }
@@ -808,10 +749,7 @@ impl OpenAiStrict<'_> {
                 "the schema has more than {OPENAI_MAX_ENUM_VALUES} enum values (strict mode limit)"
             ));
         }
-        self.count_chars(
-            values.iter().filter_map(Value::as_str).map(str::len).sum(),
-            path,
-        )
+        self.count_chars(values.iter().filter_map(Value::as_str).map(str::len).sum(), path)
     }
 
     fn count_chars(&mut self, n: usize, path: &str) -> Result<(), String> {
@@ -870,10 +808,7 @@ fn make_nullable(schema: Value) -> (Value, bool) {
             outer.insert(key.to_owned(), value);
         }
     }
-    outer.insert(
-        "anyOf".to_owned(),
-        json!([Value::Object(map), { "type": "null" }]),
-    );
+    outer.insert("anyOf".to_owned(), json!([Value::Object(map), { "type": "null" }]));
     (Value::Object(outer), true)
 }
 
@@ -894,10 +829,7 @@ fn accepts_null(map: &Map<String, Value>) -> bool {
         return typed_null && enum_allows;
     }
     if let Some(branches) = map.get("anyOf").and_then(Value::as_array) {
-        return enum_allows
-            && branches
-                .iter()
-                .any(|b| b.as_object().is_some_and(accepts_null));
+        return enum_allows && branches.iter().any(|b| b.as_object().is_some_and(accepts_null));
     }
     map.contains_key("enum") && enum_allows
 }
@@ -905,12 +837,7 @@ fn accepts_null(map: &Map<String, Value>) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Anthropic strict
 
-fn anthropic_node(
-    walk: &mut Walk<'_>,
-    schema: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Value, String> {
+fn anthropic_node(walk: &mut Walk<'_>, schema: &Value, path: &str, depth: usize) -> Result<Value, String> {
     walk.enter(path, depth)?;
     let map = as_schema(schema, path)?;
     let types = types_of(map, path)?;
@@ -973,12 +900,7 @@ fn anthropic_node(
                 out.insert(key.clone(), value.clone());
             }
             "additionalProperties" if has("object") => {} // always false, below
-            "format"
-                if has("string")
-                    && value
-                        .as_str()
-                        .is_some_and(|f| ANTHROPIC_FORMATS.contains(&f)) =>
-            {
+            "format" if has("string") && value.as_str().is_some_and(|f| ANTHROPIC_FORMATS.contains(&f)) => {
                 out.insert(key.clone(), value.clone());
             }
             "items" if has("array") && value.is_object() => {
@@ -995,7 +917,10 @@ fn anthropic_node(
     if has("object") {
         match map.get("additionalProperties") {
             Some(Value::Bool(false)) => {}
-            None => walk.note(path, "object closed with additionalProperties: false (Anthropic strict mode)"),
+            None => walk.note(
+                path,
+                "object closed with additionalProperties: false (Anthropic strict mode)",
+            ),
             Some(_) => walk.note(
                 path,
                 "additional properties no longer allowed: additionalProperties set to false (Anthropic strict mode)",
@@ -1004,10 +929,7 @@ fn anthropic_node(
         out.insert("additionalProperties".to_owned(), Value::Bool(false));
     }
     if !dropped.is_empty() {
-        walk.note(
-            path,
-            format!("{} dropped (schema metadata)", dropped.join(", ")),
-        );
+        walk.note(path, format!("{} dropped (schema metadata)", dropped.join(", ")));
     }
     if !moved.is_empty() {
         let text = moved
@@ -1029,30 +951,15 @@ fn anthropic_node(
     Ok(Value::Object(out))
 }
 
-fn anthropic_list(
-    walk: &mut Walk<'_>,
-    value: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Value, String> {
+fn anthropic_list(walk: &mut Walk<'_>, value: &Value, path: &str, depth: usize) -> Result<Value, String> {
     let mut out = Vec::new();
     for (i, branch) in as_list(value, path)?.iter().enumerate() {
-        out.push(anthropic_node(
-            walk,
-            branch,
-            &format!("{path}/{i}"),
-            depth + 1,
-        )?);
+        out.push(anthropic_node(walk, branch, &format!("{path}/{i}"), depth + 1)?);
     }
     Ok(Value::Array(out))
 }
 
-fn anthropic_map(
-    walk: &mut Walk<'_>,
-    value: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Value, String> {
+fn anthropic_map(walk: &mut Walk<'_>, value: &Value, path: &str, depth: usize) -> Result<Value, String> {
     let mut out = Map::new();
     for (name, schema) in as_map(value, path)? {
         out.insert(
@@ -1066,12 +973,7 @@ fn anthropic_map(
 // ---------------------------------------------------------------------------------------------
 // Gemini OpenAPI subset
 
-fn gemini_node(
-    walk: &mut Walk<'_>,
-    schema: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Value, String> {
+fn gemini_node(walk: &mut Walk<'_>, schema: &Value, path: &str, depth: usize) -> Result<Value, String> {
     walk.enter(path, depth)?;
     let map = as_schema(schema, path)?;
     if let Some(reference) = map.get("$ref") {
@@ -1079,10 +981,7 @@ fn gemini_node(
             .as_str()
             .ok_or_else(|| format!("{}: $ref must be a string", at(path)))?;
         let merged = overlay(walk.doc.resolve(reference)?, map, "$ref", path)?;
-        walk.note(
-            path,
-            format!("$ref {reference} inlined (Gemini has no $ref)"),
-        );
+        walk.note(path, format!("$ref {reference} inlined (Gemini has no $ref)"));
         return gemini_node(walk, &merged, path, depth + 1);
     }
     if let Some(all_of) = map.get("allOf") {
@@ -1176,10 +1075,7 @@ fn gemini_node(
                                 out.entry(k).or_insert(v);
                             }
                         }
-                        walk.note(
-                            path,
-                            "anyOf with a null branch collapsed into nullable: true",
-                        );
+                        walk.note(path, "anyOf with a null branch collapsed into nullable: true");
                     }
                     _ => {
                         out.insert("anyOf".to_owned(), Value::Array(rest));
@@ -1209,16 +1105,10 @@ fn gemini_node(
                     .collect();
                 out.insert("enum".to_owned(), Value::Array(strings));
                 if key == "const" {
-                    walk.note(
-                        path,
-                        "const rewritten as a one-value enum (Gemini has no const)",
-                    );
+                    walk.note(path, "const rewritten as a one-value enum (Gemini has no const)");
                 }
                 if stringify {
-                    walk.note(
-                        path,
-                        "enum values converted to strings (Gemini enums are strings only)",
-                    );
+                    walk.note(path, "enum values converted to strings (Gemini enums are strings only)");
                 }
                 if values.contains(&Value::Null) {
                     walk.note(path, "null removed from the enum and nullable: true set");
@@ -1242,10 +1132,7 @@ fn gemini_node(
             "default" if stringify && !value.is_string() && !value.is_null() => {
                 out.insert(key.clone(), Value::String(as_text(value)));
             }
-            "examples"
-                if !map.contains_key("example")
-                    && value.as_array().is_some_and(|v| !v.is_empty()) =>
-            {
+            "examples" if !map.contains_key("example") && value.as_array().is_some_and(|v| !v.is_empty()) => {
                 if let Some(first) = value.as_array().and_then(|v| v.first()) {
                     out.insert("example".to_owned(), first.clone());
                 }
@@ -1254,9 +1141,7 @@ fn gemini_node(
                     "examples replaced by its first value as example (Gemini has no examples)",
                 );
             }
-            "$defs" | "definitions" => {
-                walk.note(path, format!("{key} removed (references inlined)"))
-            }
+            "$defs" | "definitions" => walk.note(path, format!("{key} removed (references inlined)")),
             k if GEMINI_FIELDS.contains(&k) => {
                 out.insert(key.clone(), value.clone());
             }
@@ -1274,10 +1159,7 @@ fn gemini_node(
     if !dropped.is_empty() {
         walk.note(
             path,
-            format!(
-                "{} removed (not in Gemini's OpenAPI schema subset)",
-                dropped.join(", ")
-            ),
+            format!("{} removed (not in Gemini's OpenAPI schema subset)", dropped.join(", ")),
         );
     }
     Ok(Value::Object(out))
@@ -1298,36 +1180,18 @@ fn as_text(value: &Value) -> String {
     }
 }
 
-fn gemini_list(
-    walk: &mut Walk<'_>,
-    value: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Vec<Value>, String> {
+fn gemini_list(walk: &mut Walk<'_>, value: &Value, path: &str, depth: usize) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
     for (i, branch) in as_list(value, path)?.iter().enumerate() {
-        out.push(gemini_node(
-            walk,
-            branch,
-            &format!("{path}/{i}"),
-            depth + 1,
-        )?);
+        out.push(gemini_node(walk, branch, &format!("{path}/{i}"), depth + 1)?);
     }
     Ok(out)
 }
 
-fn gemini_map(
-    walk: &mut Walk<'_>,
-    value: &Value,
-    path: &str,
-    depth: usize,
-) -> Result<Value, String> {
+fn gemini_map(walk: &mut Walk<'_>, value: &Value, path: &str, depth: usize) -> Result<Value, String> {
     let mut out = Map::new();
     for (name, schema) in as_map(value, path)? {
-        out.insert(
-            name.clone(),
-            gemini_node(walk, schema, &child(path, name), depth + 1)?,
-        );
+        out.insert(name.clone(), gemini_node(walk, schema, &child(path, name), depth + 1)?);
     }
     Ok(Value::Object(out))
 }
@@ -1581,10 +1445,7 @@ mod tests {
     fn openai_optional_property_that_accepts_null_is_only_made_required() {
         let schema = object(json!({ "n": { "type": ["integer", "null"] } }), json!([]));
         let (out, notes) = ok(openai_strict, schema);
-        assert_eq!(
-            out["properties"]["n"],
-            json!({ "type": ["integer", "null"] })
-        );
+        assert_eq!(out["properties"]["n"], json!({ "type": ["integer", "null"] }));
         assert_eq!(out["required"], json!(["n"]));
         assert_note(&notes, "/properties/n", "already accepts null");
     }
@@ -1663,10 +1524,7 @@ mod tests {
         });
         let (out, notes) = ok(openai_strict, schema);
         assert_eq!(out["properties"]["name"], json!({ "type": "string" }));
-        assert_eq!(
-            out["properties"]["day"],
-            json!({ "type": "string", "format": "date" })
-        );
+        assert_eq!(out["properties"]["day"], json!({ "type": "string", "format": "date" }));
         assert_eq!(
             out["properties"]["tags"],
             json!({ "type": "array", "items": { "type": "string" }, "maxItems": 5 })
@@ -1713,10 +1571,7 @@ mod tests {
     #[test]
     fn openai_limits_enum_values() {
         let values: Vec<Value> = (0..1001).map(|i| json!(i)).collect();
-        let schema = object(
-            json!({ "n": { "type": "integer", "enum": values } }),
-            json!(["n"]),
-        );
+        let schema = object(json!({ "n": { "type": "integer", "enum": values } }), json!(["n"]));
         assert!(err(openai_strict, schema).contains("1000 enum values"));
     }
 
@@ -1740,11 +1595,7 @@ mod tests {
             out["properties"]["code"],
             json!({ "type": "string", "description": "(pattern: \"^[A-Z]+$\"; maxLength: 8)" })
         );
-        assert_note(
-            &notes,
-            "/properties/n",
-            "minimum, maximum moved into the description",
-        );
+        assert_note(&notes, "/properties/n", "minimum, maximum moved into the description");
         assert_note(
             &notes,
             "/properties/code",
@@ -1796,16 +1647,9 @@ mod tests {
             out["properties"]["open"],
             json!({ "type": "object", "additionalProperties": false })
         );
-        assert_eq!(
-            out["properties"]["inner"]["additionalProperties"],
-            json!(false)
-        );
+        assert_eq!(out["properties"]["inner"]["additionalProperties"], json!(false));
         assert_eq!(out["additionalProperties"], json!(false));
-        assert_note(
-            &notes,
-            "/properties/open",
-            "additional properties no longer allowed",
-        );
+        assert_note(&notes, "/properties/open", "additional properties no longer allowed");
         assert_note(&notes, "/properties/inner", "object closed");
         assert!(!has_note(&notes, "(root)", "closed"));
     }
@@ -1881,11 +1725,7 @@ mod tests {
             })
         );
         assert_note(&notes, "/properties/unit", "nullable: true");
-        assert_note(
-            &notes,
-            "/properties/when",
-            "anyOf with a null branch collapsed",
-        );
+        assert_note(&notes, "/properties/when", "anyOf with a null branch collapsed");
         assert_note(&notes, "/properties/either", "rewritten as anyOf");
     }
 
@@ -1928,11 +1768,7 @@ mod tests {
         );
         assert_note(&notes, "/properties/who", "$ref #/$defs/person inlined");
         assert_note(&notes, "/properties/who", "additionalProperties removed");
-        assert_note(
-            &notes,
-            "/properties/who/properties/email",
-            "format \"email\" removed",
-        );
+        assert_note(&notes, "/properties/who/properties/email", "format \"email\" removed");
         assert_note(&notes, "/properties/n", "exclusiveMinimum removed");
         assert_note(&notes, "(root)", "$schema, additionalProperties removed");
         assert_note(&notes, "(root)", "$defs removed (references inlined)");
@@ -1955,20 +1791,9 @@ mod tests {
             p["level"],
             json!({ "type": "STRING", "enum": ["1", "2"], "default": "1", "nullable": true })
         );
-        assert_eq!(
-            p["flag"],
-            json!({ "enum": ["true", "false"], "type": "STRING" })
-        );
-        assert_note(
-            &notes,
-            "/properties/mode",
-            "const rewritten as a one-value enum",
-        );
-        assert_note(
-            &notes,
-            "/properties/level",
-            "enum values converted to strings",
-        );
+        assert_eq!(p["flag"], json!({ "enum": ["true", "false"], "type": "STRING" }));
+        assert_note(&notes, "/properties/mode", "const rewritten as a one-value enum");
+        assert_note(&notes, "/properties/level", "enum values converted to strings");
         assert_note(&notes, "/properties/level", "type set to STRING");
         assert_note(&notes, "/properties/level", "null removed from the enum");
     }
@@ -2192,10 +2017,7 @@ mod tests {
     #[test]
     fn dangling_and_remote_refs_are_errors() {
         let dangling = object(json!({ "x": { "$ref": "#/$defs/missing" } }), json!(["x"]));
-        let remote = object(
-            json!({ "x": { "$ref": "https://example.com/s.json" } }),
-            json!(["x"]),
-        );
+        let remote = object(json!({ "x": { "$ref": "https://example.com/s.json" } }), json!(["x"]));
         for f in [openai_strict, gemini_openapi] {
             assert!(err(f, dangling.clone()).contains("does not resolve"));
             assert!(err(f, remote.clone()).contains("not local"));
@@ -2218,11 +2040,7 @@ mod tests {
             assert_eq!(check_name(p, "get_weather-2"), Ok(()));
             assert!(check_name(p, "").is_err());
             assert!(check_name(p, &"a".repeat(64)).is_ok());
-            assert!(
-                check_name(p, &"a".repeat(65))
-                    .unwrap_err()
-                    .contains("at most 64")
-            );
+            assert!(check_name(p, &"a".repeat(65)).unwrap_err().contains("at most 64"));
             assert!(check_name(p, "get.weather").unwrap_err().contains("'.'"));
             assert!(check_name(p, "wetter_für_stadt").is_err());
         }
