@@ -30,6 +30,34 @@ pub enum Command {
     /// Exits 1 when any error is found. Warnings (vague descriptions, undocumented parameters)
     /// never fail the check.
     Check(CheckArgs),
+    /// Print the tool declarations in a provider's format: exactly the JSON array that
+    /// `GET /v1/schemas` returns, ready for the request's `tools` field.
+    ///
+    /// Example: toolwire schemas --provider gemini --tags weather
+    Schemas(SchemasArgs),
+}
+
+/// `toolwire schemas`.
+#[derive(Debug, Args)]
+pub struct SchemasArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// openai_chat, openai_responses, anthropic, gemini, bedrock, mistral, cohere, ollama
+    /// (aliases: openai, claude, google).
+    #[arg(long, short = 'p')]
+    pub provider: String,
+    /// Strict mode (OpenAI, Anthropic, Bedrock): closed objects, all properties required.
+    #[arg(long)]
+    pub strict: bool,
+    /// Only tools with one of these tags (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Only these tools (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Gemini: emit the OpenAPI-subset `parameters` instead of `parametersJsonSchema`.
+    #[arg(long)]
+    pub gemini_openapi: bool,
 }
 
 /// Where the configuration comes from.

@@ -9,7 +9,8 @@ use toolwire::api::AppState;
 use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
-use toolwire::registry::Registry;
+use toolwire::provider::{DeclareOptions, Provider};
+use toolwire::registry::{Registry, ToolFilter};
 use toolwire::{server, shutdown, telemetry};
 
 fn main() -> ExitCode {
@@ -33,15 +34,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 result: &result,
             };
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report.json())?);
+                write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
             } else {
-                print!("{}", report.text());
+                write_stdout(&report.text())?;
             }
             Ok(if report.ok() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Schemas(args) => {
+            let config = load_config(&args.config)?;
+            let provider = Provider::from_name(&args.provider).with_context(|| {
+                let names: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+                format!("unknown provider `{}`; use one of {}", args.provider, names.join(", "))
+            })?;
+            let registry = load_registry(&config)?;
+            let opts = DeclareOptions {
+                strict: args.strict,
+                gemini_openapi: args.gemini_openapi,
+            };
+            let filter = ToolFilter {
+                tags: args.tags,
+                tools: args.tools,
+            };
+            let declared = registry
+                .declarations(provider, &opts, &filter)
+                .map_err(|unknown| anyhow::anyhow!("unknown tools: {}", unknown.join(", ")))?;
+            for w in &declared.warnings {
+                eprintln!("warning: {} ({}): {}", w.tool, w.provider, w.message);
+            }
+            write_stdout(&format!("{}\n", serde_json::to_string_pretty(&declared.tools)?))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
             let mut config = load_config(&args.config)?;
@@ -81,6 +106,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Loads the tools or fails with every error printed.
+fn load_registry(config: &ServerConfig) -> anyhow::Result<Registry> {
+    match Registry::load(&config.tools_dir, &config.defaults) {
+        Ok(r) => Ok(r),
+        Err(diagnostics) => {
+            for d in diagnostics.iter().filter(|d| d.is_error()) {
+                eprintln!("{d}");
+            }
+            anyhow::bail!(
+                "the tools in {} are invalid (run `toolwire check`)",
+                config.tools_dir.display()
+            );
+        }
+    }
+}
+
+/// Writes to stdout, turning a closed pipe into an error instead of a panic.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
 
 fn load_config(args: &ConfigArgs) -> anyhow::Result<ServerConfig> {

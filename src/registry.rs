@@ -16,6 +16,7 @@ use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
 use crate::config::tool_file::{ExecConfig, HttpConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
+use crate::provider::{DeclareOptions, DeclareWarning, Declared, Provider, ToolDeclaration};
 use crate::template::{Segment, Template};
 use crate::tool::{BackendSpec, ExecSpec, HttpBody, HttpSpec, OutputMode, Policy, RetryPolicy, StdinMode, Tool};
 
@@ -40,6 +41,28 @@ pub struct Registry {
     /// Values resolved from `${env:}`/`${file:}`, to redact from logs and errors.
     pub secrets: Vec<String>,
     pub files: Vec<PathBuf>,
+    /// What each provider's declaration had to change, per tool (for `GET /v1/tools`).
+    pub schema_warnings: HashMap<String, Vec<SchemaWarning>>,
+}
+
+/// A change (or a refusal) of a provider's schema transform, in one declaration mode.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SchemaWarning {
+    pub provider: Provider,
+    /// `default`, `strict` or `gemini_openapi`: the `GET /v1/schemas` options it applies to.
+    pub mode: &'static str,
+    /// The tool is left out of that provider's declarations in that mode.
+    pub dropped: bool,
+    pub message: String,
+}
+
+/// Which tools `GET /v1/schemas` declares.
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// Keep tools that have at least one of these tags (empty: no tag filter).
+    pub tags: Vec<String>,
+    /// Keep only these tools (empty: all).
+    pub tools: Vec<String>,
 }
 
 impl Registry {
@@ -81,17 +104,96 @@ impl Registry {
             }
         }
         if diagnostics.iter().any(Diagnostic::is_error) {
-            diagnostics.sort_by(|a, b| (&a.file, a.severity).cmp(&(&b.file, b.severity)));
+            diagnostics.sort_by_key(|d| (d.file.clone(), d.severity, tool_index(&d.path)));
             return Err(diagnostics);
         }
-        Ok(Registry {
+        let mut reg = Registry {
             by_name,
             order,
             version,
             warnings: diagnostics,
             secrets,
             files,
-        })
+            schema_warnings: HashMap::new(),
+        };
+        reg.schema_warnings = reg.collect_schema_warnings();
+        Ok(reg)
+    }
+
+    /// Declares the tools that pass `filter` for `provider`. `Err` names requested tools that
+    /// do not exist.
+    pub fn declarations(
+        &self,
+        provider: Provider,
+        opts: &DeclareOptions,
+        filter: &ToolFilter,
+    ) -> Result<Declared, Vec<String>> {
+        let unknown: Vec<String> = filter
+            .tools
+            .iter()
+            .filter(|n| !self.by_name.contains_key(*n))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(unknown);
+        }
+        let decls: Vec<ToolDeclaration<'_>> = self
+            .order
+            .iter()
+            .filter(|t| filter.tools.is_empty() || filter.tools.contains(&t.name))
+            .filter(|t| filter.tags.is_empty() || t.tags.iter().any(|tag| filter.tags.contains(tag)))
+            .map(|t| ToolDeclaration {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            })
+            .collect();
+        Ok(provider.declare(&decls, opts))
+    }
+
+    /// Runs every provider's declaration in every mode once, so `GET /v1/tools` can show what
+    /// each transform changed without recomputing it per request.
+    fn collect_schema_warnings(&self) -> HashMap<String, Vec<SchemaWarning>> {
+        let modes = [
+            ("default", DeclareOptions::default()),
+            (
+                "strict",
+                DeclareOptions {
+                    strict: true,
+                    gemini_openapi: false,
+                },
+            ),
+            (
+                "gemini_openapi",
+                DeclareOptions {
+                    strict: false,
+                    gemini_openapi: true,
+                },
+            ),
+        ];
+        let mut out: HashMap<String, Vec<SchemaWarning>> = HashMap::new();
+        for provider in Provider::ALL {
+            for (mode, opts) in &modes {
+                if *mode == "gemini_openapi" && provider != Provider::Gemini {
+                    continue;
+                }
+                let Ok(declared) = self.declarations(provider, opts, &ToolFilter::default()) else {
+                    continue;
+                };
+                for DeclareWarning {
+                    tool, dropped, message, ..
+                } in declared.warnings
+                {
+                    out.entry(tool).or_default().push(SchemaWarning {
+                        provider,
+                        mode,
+                        dropped,
+                        message,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Looks a tool up by name.
@@ -122,6 +224,8 @@ struct Checker<'a> {
     name: Option<String>,
     errors: usize,
     out: &'a mut Vec<Diagnostic>,
+    /// Keys already reported as unresolvable `${…}` references.
+    unresolved: Vec<String>,
 }
 
 impl Checker<'_> {
@@ -131,9 +235,11 @@ impl Checker<'_> {
         } else {
             format!("{}.{key}", self.prefix)
         };
-        self.out
-            .push(Diagnostic::error(self.file, self.name.as_deref(), path, message));
         self.errors += 1;
+        if !self.unresolved.contains(&path) {
+            self.out
+                .push(Diagnostic::error(self.file, self.name.as_deref(), path, message));
+        }
     }
 
     fn duration(&mut self, key: &str, value: Option<&str>, default: Duration) -> Duration {
@@ -153,13 +259,19 @@ impl Checker<'_> {
 }
 
 fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) -> Option<Tool> {
-    let RawTool { file, index, config } = raw;
+    let RawTool {
+        file,
+        index,
+        config,
+        unresolved,
+    } = raw;
     let mut c = Checker {
         file: &file,
         prefix: format!("tools[{index}]"),
         name: config.name.clone(),
         errors: 0,
         out,
+        unresolved,
     };
     let name = match &config.name {
         None => {
@@ -363,6 +475,14 @@ fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Val
             None
         }
     }
+}
+
+/// The tool index of a key path (`tools[3].http` → 3), for sorting diagnostics.
+fn tool_index(path: &str) -> usize {
+    path.strip_prefix("tools[")
+        .and_then(|rest| rest.split(']').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn depth(v: &Value) -> usize {

@@ -1,10 +1,13 @@
 //! Thin handlers: read the state, call the library, shape the JSON.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::{ApiError, AppState};
+use crate::provider::{DeclareOptions, Provider};
+use crate::registry::{Registry, ToolFilter};
 use crate::tool::Tool;
 
 /// `GET /healthz`: the process is alive.
@@ -21,13 +24,14 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Json<Value> {
 /// `GET /v1/tools`: every tool with its description, schema, backend kind and limits.
 pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
     let reg = state.registry.load();
-    let tools: Vec<Value> = reg.tools().iter().map(|t| tool_json(t)).collect();
+    let tools: Vec<Value> = reg.tools().iter().map(|t| tool_json(t, &reg)).collect();
     Json(json!({"version": reg.version, "tools": tools}))
 }
 
 /// The public view of a tool. Backend URLs, headers, argv and env are left out: they may hold
 /// resolved secrets.
-fn tool_json(t: &Tool) -> Value {
+fn tool_json(t: &Tool, reg: &Registry) -> Value {
+    let warnings = reg.schema_warnings.get(&t.name).cloned().unwrap_or_default();
     json!({
         "name": t.name,
         "description": t.description,
@@ -36,5 +40,62 @@ fn tool_json(t: &Tool) -> Value {
         "parameters": t.parameters,
         "injected": t.inject.iter().map(|(k, _)| k).collect::<Vec<_>>(),
         "policy": t.policy,
+        "schema_warnings": warnings,
     })
+}
+
+/// Query of `GET /v1/schemas`.
+#[derive(Debug, Deserialize)]
+pub(super) struct SchemasQuery {
+    provider: String,
+    #[serde(default)]
+    strict: bool,
+    /// Comma-separated tags.
+    tags: Option<String>,
+    /// Comma-separated tool names.
+    tools: Option<String>,
+    /// Gemini only: `openapi` for the OpenAPI-subset `parameters` form.
+    gemini_format: Option<String>,
+}
+
+/// `GET /v1/schemas?provider=X[&strict=true][&tags=a,b][&tools=x,y]`: exactly the array for
+/// the provider's `tools` request field (Bedrock: `toolConfig.tools`).
+pub(super) async fn schemas(
+    State(state): State<AppState>,
+    query: Result<Query<SchemasQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    let provider = Provider::from_name(&q.provider).ok_or_else(|| ApiError::UnknownProvider(q.provider.clone()))?;
+    let gemini_openapi = match q.gemini_format.as_deref() {
+        None | Some("json_schema") => false,
+        Some("openapi") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "gemini_format `{other}` is not `json_schema` or `openapi`"
+            )));
+        }
+    };
+    let split = |s: Option<String>| -> Vec<String> {
+        s.map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let filter = ToolFilter {
+        tags: split(q.tags),
+        tools: split(q.tools),
+    };
+    let opts = DeclareOptions {
+        strict: q.strict,
+        gemini_openapi,
+    };
+    let reg = state.registry.load();
+    let declared = reg
+        .declarations(provider, &opts, &filter)
+        .map_err(|unknown| ApiError::Unprocessable(format!("unknown tools: {}", unknown.join(", "))))?;
+    Ok(Json(Value::Array(declared.tools)))
 }

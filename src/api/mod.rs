@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/v1/tools", get(handlers::list_tools))
+        .route("/v1/schemas", get(handlers::schemas))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

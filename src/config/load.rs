@@ -21,6 +21,9 @@ pub struct RawTool {
     /// Position in the file's `tools` list.
     pub index: usize,
     pub config: ToolConfig,
+    /// Key paths whose `${…}` references could not be resolved (already reported); later
+    /// checks stay silent about them instead of reporting the same key twice.
+    pub unresolved: Vec<String>,
 }
 
 /// Everything read from a tools directory.
@@ -169,9 +172,11 @@ pub fn load_file(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>, 
                 }
             }
         }
+        let mut unresolved = Vec::new();
         for (p, e) in errors {
             out.diagnostics
-                .push(Diagnostic::error(path, name.as_deref(), p, e.to_string()));
+                .push(Diagnostic::error(path, name.as_deref(), &p, e.to_string()));
+            unresolved.push(p);
         }
         let mut ignored = Vec::new();
         let typed = serde_path_to_error::deserialize::<_, ToolConfig>(serde_ignored::Deserializer::new(
@@ -187,6 +192,7 @@ pub fn load_file(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>, 
                 file: path.to_owned(),
                 index,
                 config,
+                unresolved,
             }),
             Err(e) => {
                 let key = e.path().to_string();

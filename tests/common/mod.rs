@@ -1,0 +1,4 @@
+//! Shared test harness. Each test binary uses a subset.
+#![allow(dead_code)]
+
+pub mod server;
