@@ -23,6 +23,8 @@ pub struct Tool {
     pub inject: Vec<(String, Vec<String>)>,
     pub policy: Policy,
     pub backend: BackendSpec,
+    /// Per-tool concurrency cap (`concurrency = N`), shared by every request using this tool.
+    pub limiter: Option<std::sync::Arc<tokio::sync::Semaphore>>,
     /// The file that declared the tool.
     pub source: PathBuf,
 }

@@ -40,9 +40,21 @@ fn declare_all(opts: DeclareOptions) -> Value {
     let schema = kitchen_sink();
     let simple = json!({"type": "object", "properties": {"city": {"type": "string", "description": "City."}}, "required": ["city"]});
     let tools = [
-        ToolDeclaration { name: "create_customer", description: "Create a customer record. Returns its id.", parameters: &schema },
-        ToolDeclaration { name: "get_weather", description: "", parameters: &simple },
-        ToolDeclaration { name: "9lives", description: "A name Gemini refuses.", parameters: &simple },
+        ToolDeclaration {
+            name: "create_customer",
+            description: "Create a customer record. Returns its id.",
+            parameters: &schema,
+        },
+        ToolDeclaration {
+            name: "get_weather",
+            description: "",
+            parameters: &simple,
+        },
+        ToolDeclaration {
+            name: "9lives",
+            description: "A name Gemini refuses.",
+            parameters: &simple,
+        },
     ];
     let mut out = serde_json::Map::new();
     for p in Provider::ALL {
@@ -64,7 +76,13 @@ fn declarations_default_mode() {
     // Gemini drops a name that does not start with a letter or underscore, and says so.
     let gem = &all["gemini"];
     assert_eq!(gem["tools"][0]["functionDeclarations"].as_array().unwrap().len(), 2);
-    assert!(gem["warnings"].as_array().unwrap().iter().any(|w| w["tool"] == "9lives" && w["dropped"] == true));
+    assert!(
+        gem["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["tool"] == "9lives" && w["dropped"] == true)
+    );
     // Bedrock wraps in toolSpec/inputSchema.json and omits an empty description.
     assert!(all["bedrock"]["tools"][1]["toolSpec"].get("description").is_none());
     insta::assert_json_snapshot!("declare_default", all);
@@ -72,19 +90,28 @@ fn declarations_default_mode() {
 
 #[test]
 fn declarations_strict_mode() {
-    let all = declare_all(DeclareOptions { strict: true, gemini_openapi: false });
+    let all = declare_all(DeclareOptions {
+        strict: true,
+        gemini_openapi: false,
+    });
     let openai = &all["openai_chat"]["tools"][0]["function"];
     assert_eq!(openai["strict"], true);
     assert_eq!(openai["parameters"]["additionalProperties"], false);
     let req = openai["parameters"]["required"].as_array().unwrap();
     assert_eq!(req.len(), 6, "every property is required in strict mode");
-    assert!(!all["openai_chat"]["warnings"].as_array().unwrap().is_empty(), "strict changes are reported");
+    assert!(
+        !all["openai_chat"]["warnings"].as_array().unwrap().is_empty(),
+        "strict changes are reported"
+    );
     insta::assert_json_snapshot!("declare_strict", all);
 }
 
 #[test]
 fn declarations_gemini_openapi_form() {
-    let all = declare_all(DeclareOptions { strict: false, gemini_openapi: true });
+    let all = declare_all(DeclareOptions {
+        strict: false,
+        gemini_openapi: true,
+    });
     let decl = &all["gemini"]["tools"][0]["functionDeclarations"][0];
     assert!(decl.get("parametersJsonSchema").is_none());
     assert_eq!(decl["parameters"]["type"], "OBJECT");

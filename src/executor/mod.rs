@@ -1,0 +1,327 @@
+//! The executor: for each parsed call — look the tool up, check the arguments, fill injected
+//! state, wait for admission, run the retry loop against the backend, bound the output — and
+//! return exactly one [`ToolResult`] per call, in call order, whatever happens (unknown tool,
+//! bad arguments, timeouts, rejection, cancellation, even a panic inside one call).
+
+pub mod output;
+pub mod retry;
+pub mod validate;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::backend::http::HttpBackend;
+use crate::backend::{Attempt, BackendError, subprocess};
+use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
+use crate::config::ServerConfig;
+use crate::registry::Registry;
+use crate::tool::{BackendSpec, Tool};
+use retry::{Jitter, RandomJitter, RetryBudget};
+
+/// Most tool names listed in an `unknown_tool` message.
+const MAX_LISTED_TOOLS: usize = 20;
+
+/// Per-request options (`options` of `POST /v1/execute`). All optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecOptions {
+    /// Run calls concurrently (default true); false runs them one by one, in order.
+    pub parallel: Option<bool>,
+    /// Lower the per-request parallelism (never above the server's).
+    pub max_concurrency: Option<usize>,
+    /// Deadline of the whole request; never above the server's `request_timeout`.
+    pub deadline_ms: Option<u64>,
+    /// Only these tools may run in this request; other calls get `unknown_tool`.
+    pub tools: Option<Vec<String>>,
+}
+
+/// Server-wide limits the executor applies.
+#[derive(Debug, Clone)]
+pub struct ExecLimits {
+    pub request_parallelism: usize,
+    pub json_depth: usize,
+    pub request_timeout: Duration,
+}
+
+/// Runs tool calls. One per server; cheap to share behind an `Arc`.
+pub struct Executor {
+    http: HttpBackend,
+    /// Tool calls in flight across all requests.
+    global: Arc<Semaphore>,
+    limits: ExecLimits,
+    jitter: Arc<dyn Jitter>,
+}
+
+/// Why the executor could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[from] BackendError),
+}
+
+/// One request's worth of calls.
+pub struct Batch<'a> {
+    pub calls: &'a [ToolCall],
+    pub state: &'a Value,
+    pub options: &'a ExecOptions,
+    /// Prefix of every call's `Idempotency-Key`.
+    pub request_id: &'a str,
+    /// Cancelled on server shutdown: unfinished calls end as `rejected`.
+    pub cancel: &'a CancellationToken,
+}
+
+impl Executor {
+    /// An executor with the server's limits and the shared HTTP client.
+    pub fn new(config: &ServerConfig) -> Result<Self, ExecutorError> {
+        Ok(Executor {
+            http: HttpBackend::new(&config.http_client)?,
+            global: Arc::new(Semaphore::new(config.limits.global_in_flight)),
+            limits: ExecLimits {
+                request_parallelism: config.limits.request_parallelism,
+                json_depth: config.limits.json_depth,
+                request_timeout: config.limits.request_timeout.0,
+            },
+            jitter: Arc::new(RandomJitter),
+        })
+    }
+
+    /// Replaces the jitter source (tests pin it).
+    pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Tool calls currently holding a global in-flight slot.
+    pub fn in_flight(&self, capacity: usize) -> usize {
+        capacity.saturating_sub(self.global.available_permits())
+    }
+
+    /// Runs every call of the batch against `registry` (a snapshot: a reload during the request
+    /// does not change the tools it runs). Returns one result per call, in call order.
+    pub async fn execute(&self, registry: &Registry, batch: &Batch<'_>) -> Vec<ToolResult> {
+        let request_budget = batch
+            .options
+            .deadline_ms
+            .map(Duration::from_millis)
+            .map_or(self.limits.request_timeout, |d| d.min(self.limits.request_timeout));
+        let deadline = Instant::now() + request_budget;
+        let parallel = batch.options.parallel.unwrap_or(true);
+        let width = if parallel {
+            batch
+                .options
+                .max_concurrency
+                .map_or(self.limits.request_parallelism, |m| {
+                    m.min(self.limits.request_parallelism)
+                })
+                .max(1)
+        } else {
+            1
+        };
+        let request_slots = Arc::new(Semaphore::new(width));
+        if parallel {
+            let futs = batch
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(i, call)| self.run_call(registry, batch, call, i, deadline, Arc::clone(&request_slots)));
+            futures_util::future::join_all(futs).await
+        } else {
+            let mut out = Vec::with_capacity(batch.calls.len());
+            for (i, call) in batch.calls.iter().enumerate() {
+                out.push(
+                    self.run_call(registry, batch, call, i, deadline, Arc::clone(&request_slots))
+                        .await,
+                );
+            }
+            out
+        }
+    }
+
+    /// One call, start to finish, with a panic in it turned into an `internal` result.
+    async fn run_call(
+        &self,
+        registry: &Registry,
+        batch: &Batch<'_>,
+        call: &ToolCall,
+        index: usize,
+        deadline: Instant,
+        request_slots: Arc<Semaphore>,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let span =
+            tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
+        let work =
+            AssertUnwindSafe(self.run_checked(registry, batch, call, index, deadline, request_slots)).catch_unwind();
+        let (outcome, truncated, attempts) = async {
+            tokio::select! {
+                r = work => match r {
+                    Ok(r) => r,
+                    Err(_) => (Outcome::Err(ToolError::new(ErrorKind::Internal, "The tool runner failed unexpectedly on this call. Try again later.", true)), false, 0),
+                },
+                () = batch.cancel.cancelled() => (Outcome::Err(ToolError::new(ErrorKind::Rejected, "The server is shutting down; the call was stopped. Try again.", true)), false, 0),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let result = ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.to_value(),
+            outcome,
+            truncated,
+            attempts,
+            duration_ms,
+        };
+        span.in_scope(|| {
+            let outcome = result.error().map_or("ok", |e| e.kind.as_str());
+            tracing::info!(outcome, attempts, duration_ms, "Tool call finished.");
+        });
+        result
+    }
+
+    async fn run_checked(
+        &self,
+        registry: &Registry,
+        batch: &Batch<'_>,
+        call: &ToolCall,
+        index: usize,
+        request_deadline: Instant,
+        request_slots: Arc<Semaphore>,
+    ) -> (Outcome, bool, u32) {
+        let tool = match self.lookup(registry, batch.options, &call.name) {
+            Ok(t) => t,
+            Err(e) => return (Outcome::Err(e), false, 0),
+        };
+        let mut args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
+            Ok(a) => a,
+            Err(e) => return (Outcome::Err(e), false, 0),
+        };
+        inject(tool, batch.state, &mut args);
+        let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
+        let _permits = match self.admit(tool, request_slots, deadline).await {
+            Ok(p) => p,
+            Err(e) => return (Outcome::Err(e), false, 0),
+        };
+        let key = format!(
+            "{}:{}",
+            batch.request_id,
+            call.id.clone().unwrap_or_else(|| format!("#{index}"))
+        );
+        let budget = RetryBudget {
+            policy: &tool.policy.retry,
+            timeout: tool.policy.timeout,
+            idempotent: tool.policy.idempotent,
+            deadline,
+            stop_grace: match tool.backend {
+                BackendSpec::Exec(_) => tool.policy.kill_grace + Duration::from_secs(2),
+                BackendSpec::Http(_) => Duration::ZERO,
+            },
+        };
+        let args = &args;
+        let key = key.as_str();
+        let outcome = retry::run(budget, self.jitter.as_ref(), |n, timeout| async move {
+            let attempt = Attempt {
+                call_id: call.id.as_deref(),
+                attempt: n,
+                arguments: args,
+                state: batch.state,
+                idempotency_key: key,
+                timeout,
+                policy: &tool.policy,
+            };
+            match &tool.backend {
+                BackendSpec::Http(spec) => self.http.call(spec, &attempt).await,
+                BackendSpec::Exec(spec) => subprocess::call(spec, &attempt).await,
+            }
+        })
+        .await;
+        match outcome.result {
+            Ok(out) => {
+                let (value, truncated) = output::bound(out.value, out.truncated, tool.policy.max_output_bytes);
+                (Outcome::Ok(value), truncated, outcome.attempts)
+            }
+            Err(e) => (Outcome::Err(e), false, outcome.attempts),
+        }
+    }
+
+    fn lookup<'r>(&self, registry: &'r Registry, options: &ExecOptions, name: &str) -> Result<&'r Tool, ToolError> {
+        let allowed = |n: &str| options.tools.as_ref().is_none_or(|list| list.iter().any(|t| t == n));
+        if let Some(tool) = registry.get(name).filter(|_| allowed(name)) {
+            return Ok(tool);
+        }
+        let known: Vec<&str> = registry
+            .tools()
+            .iter()
+            .map(|t| t.name.as_str())
+            .filter(|n| allowed(n))
+            .collect();
+        let mut list = known
+            .iter()
+            .take(MAX_LISTED_TOOLS)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if known.len() > MAX_LISTED_TOOLS {
+            list.push_str(&format!(", … ({} more)", known.len() - MAX_LISTED_TOOLS));
+        }
+        Err(ToolError::new(
+            ErrorKind::UnknownTool,
+            format!("There is no tool named `{name}` here. Available tools: {list}."),
+            false,
+        ))
+    }
+
+    /// Waits for a slot of the request, the tool and the server, within the call's deadline.
+    /// Waiting is bounded by the deadline, so no queue grows without limit.
+    async fn admit(
+        &self,
+        tool: &Tool,
+        request_slots: Arc<Semaphore>,
+        deadline: Instant,
+    ) -> Result<Vec<OwnedSemaphorePermit>, ToolError> {
+        let mut permits = Vec::with_capacity(3);
+        let mut sems = vec![("request", request_slots)];
+        if let Some(limit) = &tool.limiter {
+            sems.push(("tool", Arc::clone(limit)));
+        }
+        sems.push(("server", Arc::clone(&self.global)));
+        for (what, sem) in sems {
+            match tokio::time::timeout_at(deadline, sem.acquire_owned()).await {
+                Ok(Ok(p)) => permits.push(p),
+                Ok(Err(_)) | Err(_) => {
+                    return Err(ToolError::new(
+                        ErrorKind::Rejected,
+                        format!(
+                            "Too many calls are running ({what} limit); this call could not start before its deadline. Try again later."
+                        ),
+                        true,
+                    ));
+                }
+            }
+        }
+        Ok(permits)
+    }
+}
+
+/// Adds the tool's hidden arguments from the request state (absent state paths are left out).
+fn inject(tool: &Tool, state: &Value, args: &mut Map<String, Value>) {
+    for (key, path) in &tool.inject {
+        let mut cur = Some(state);
+        for p in path {
+            cur = cur.and_then(|v| v.get(p));
+        }
+        if let Some(v) = cur.filter(|v| !v.is_null()) {
+            args.insert(key.clone(), v.clone());
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Checks of a call before anything runs: usable arguments, depth, schema.
+//!
+//! Error messages never echo argument values (the model may have put secrets or injected
+//! text there): schema errors use jsonschema's masked form, with a JSON pointer.
+
+use serde_json::{Map, Value};
+
+use crate::call::{Arguments, ArgumentsProblem, ErrorDetail, ErrorKind, ToolError};
+use crate::tool::Tool;
+
+/// Most schema errors reported per call.
+pub const MAX_ERRORS: usize = 10;
+
+/// The arguments object to run with, or the error result.
+pub fn check_arguments(tool: &Tool, arguments: &Arguments, max_depth: usize) -> Result<Map<String, Value>, ToolError> {
+    let args = match arguments {
+        Arguments::Object(map) => map,
+        Arguments::Invalid { problem, .. } => {
+            let what = match problem {
+                ArgumentsProblem::InvalidJson => "The arguments are not valid JSON (they may have been cut off)",
+                ArgumentsProblem::NotAnObject => "The arguments must be a JSON object",
+            };
+            return Err(ToolError::new(
+                ErrorKind::ArgsNotJson,
+                format!(
+                    "{what}. Call `{}` again with a complete JSON object matching its parameters.",
+                    tool.name
+                ),
+                false,
+            ));
+        }
+    };
+    if depth(args, max_depth + 1) > max_depth {
+        return Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            format!("The arguments are nested deeper than {max_depth} levels. Send a flatter object."),
+            false,
+        ));
+    }
+    let args = drop_null_optionals(tool, args);
+    let value = Value::Object(args);
+    let details: Vec<ErrorDetail> = tool
+        .validator
+        .iter_errors(&value)
+        .take(MAX_ERRORS)
+        .map(|e| ErrorDetail {
+            path: e.instance_path().to_string(),
+            message: e.masked().to_string(),
+        })
+        .collect();
+    if !details.is_empty() {
+        return Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            format!(
+                "The arguments do not match the parameters of `{}`. Fix the listed fields and call it again.",
+                tool.name
+            ),
+            false,
+        )
+        .with_details(details));
+    }
+    match value {
+        Value::Object(map) => Ok(map),
+        _ => Ok(Map::new()),
+    }
+}
+
+/// Strict-mode declarations make optional parameters required-but-nullable, so models send
+/// `null` for "not given". A top-level `null` for a parameter that is optional in the tool's
+/// own schema and whose schema does not accept `null` is therefore read as "absent".
+fn drop_null_optionals(tool: &Tool, args: &Map<String, Value>) -> Map<String, Value> {
+    let required: Vec<&str> = tool
+        .parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let props = tool.parameters.get("properties").and_then(Value::as_object);
+    args.iter()
+        .filter(|(k, v)| {
+            let optional_null = v.is_null() && !required.contains(&k.as_str());
+            let accepts_null = props
+                .and_then(|p| p.get(k.as_str()))
+                .is_some_and(|schema| jsonschema::is_valid(schema, &Value::Null));
+            !optional_null || accepts_null
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Nesting depth of an object, stopping early past `limit`.
+fn depth(map: &Map<String, Value>, limit: usize) -> usize {
+    fn walk(v: &Value, d: usize, limit: usize) -> usize {
+        if d > limit {
+            return d;
+        }
+        match v {
+            Value::Array(a) => a.iter().map(|x| walk(x, d + 1, limit)).max().unwrap_or(d),
+            Value::Object(o) => o.values().map(|x| walk(x, d + 1, limit)).max().unwrap_or(d),
+            _ => d,
+        }
+    }
+    map.values().map(|v| walk(v, 1, limit)).max().unwrap_or(0)
+}
