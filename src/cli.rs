@@ -35,6 +35,43 @@ pub enum Command {
     ///
     /// Example: toolwire schemas --provider gemini --tags weather
     Schemas(SchemasArgs),
+    /// Run one tool directly, without a model, and print its result object.
+    ///
+    /// Example: toolwire call convert_units --args '{"value": 5, "from": "km", "to": "mi"}'
+    Call(CallArgs),
+    /// Execute every tool call of a raw completion read from stdin, and print the same JSON
+    /// that `POST /v1/execute` answers.
+    ///
+    /// Example: toolwire execute --provider anthropic < completion.json
+    Execute(ExecuteArgs),
+}
+
+/// `toolwire call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// Request state as a JSON object (for `inject` and `{state.…}` placeholders).
+    #[arg(long)]
+    pub state: Option<String>,
+}
+
+/// `toolwire execute`.
+#[derive(Debug, Args)]
+pub struct ExecuteArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Provider of the completion; detected from its shape when left out.
+    #[arg(long, short = 'p')]
+    pub provider: Option<String>,
+    /// Request state as a JSON object.
+    #[arg(long)]
+    pub state: Option<String>,
 }
 
 /// `toolwire schemas`.

@@ -19,6 +19,7 @@ pub mod call;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod execute;
 pub mod executor;
 pub mod provider;
 pub mod registry;

@@ -5,10 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use tokio_util::sync::CancellationToken;
 use toolwire::api::AppState;
 use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
+use toolwire::execute::{self, ExecuteRequest};
+use toolwire::executor::{ExecOptions, Executor};
 use toolwire::provider::{DeclareOptions, Provider};
 use toolwire::registry::{Registry, ToolFilter};
 use toolwire::{server, shutdown, telemetry};
@@ -68,6 +71,56 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&declared.tools)?))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Call(args) => {
+            let config = load_config(&args.config)?;
+            let registry = load_registry(&config)?;
+            let arguments: serde_json::Value = serde_json::from_str(&args.args).context("--args is not valid JSON")?;
+            let state = parse_state(args.state.as_deref())?;
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let result = runtime.block_on(async {
+                let executor = Executor::new(&config)?;
+                anyhow::Ok(
+                    execute::call_tool(
+                        &executor,
+                        &registry,
+                        &args.name,
+                        Some(&arguments),
+                        &state,
+                        &CancellationToken::new(),
+                    )
+                    .await,
+                )
+            })?;
+            write_stdout(&format!("{}\n", serde_json::to_string_pretty(&result)?))?;
+            Ok(if result.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Execute(args) => {
+            let config = load_config(&args.config)?;
+            let registry = load_registry(&config)?;
+            let mut input = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut input)
+                .context("reading the completion from stdin")?;
+            let completion: serde_json::Value =
+                serde_json::from_str(&input).context("stdin is not a JSON completion")?;
+            let req = ExecuteRequest {
+                provider: args.provider,
+                completion,
+                state: parse_state(args.state.as_deref())?,
+                options: ExecOptions::default(),
+            };
+            let (provider, parsed) = execute::prepare(&req, config.limits.calls_per_request)?;
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let resp = runtime.block_on(async {
+                let executor = Executor::new(&config)?;
+                anyhow::Ok(execute::run(&executor, &registry, provider, parsed, &req, &CancellationToken::new()).await)
+            })?;
+            write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve(args) => {
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {
@@ -98,7 +151,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("binding {}", config.listen))?;
                 let addr = listener.local_addr()?;
                 tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
-                let state = AppState::new(config, registry);
+                let executor = Executor::new(&config)?;
+                let state = AppState::new(config, registry, executor);
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")
@@ -131,6 +185,17 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+fn parse_state(state: Option<&str>) -> anyhow::Result<serde_json::Value> {
+    match state {
+        None => Ok(serde_json::Value::Null),
+        Some(s) => {
+            let v: serde_json::Value = serde_json::from_str(s).context("--state is not valid JSON")?;
+            anyhow::ensure!(v.is_object(), "--state must be a JSON object");
+            Ok(v)
+        }
+    }
 }
 
 fn load_config(args: &ConfigArgs) -> anyhow::Result<ServerConfig> {

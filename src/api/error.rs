@@ -35,6 +35,10 @@ pub enum ApiError {
     ProviderMismatch { message: String, detected: Option<String> },
     #[error("{0}")]
     Unprocessable(String),
+    #[error("{0}")]
+    TooManyCalls(String),
+    #[error("{0}")]
+    DuplicateCallId(String),
     #[error("tool `{0}` does not exist")]
     UnknownTool(String),
     #[error("the server is not ready: {0}")]
@@ -65,6 +69,8 @@ impl ApiError {
             ApiError::UnknownProvider(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_provider"),
             ApiError::ProviderMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "provider_mismatch"),
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            ApiError::TooManyCalls(_) => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_calls"),
+            ApiError::DuplicateCallId(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_call_id"),
             ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, "unknown_tool"),
             ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -98,5 +104,30 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         resp
+    }
+}
+
+impl From<crate::execute::ExecuteError> for ApiError {
+    fn from(e: crate::execute::ExecuteError) -> Self {
+        use crate::execute::ExecuteError as E;
+        let message = e.to_string();
+        match e {
+            E::UnknownProvider(name) => ApiError::UnknownProvider(name),
+            E::Undetectable => ApiError::ProviderMismatch {
+                message,
+                detected: None,
+            },
+            E::Mismatch { detected, .. } => ApiError::ProviderMismatch {
+                message,
+                detected: detected.map(|d| d.as_str().to_owned()),
+            },
+            E::Shape(_) => ApiError::ProviderMismatch {
+                message,
+                detected: None,
+            },
+            E::TooManyCalls { .. } => ApiError::TooManyCalls(message),
+            E::DuplicateCallId(_) => ApiError::DuplicateCallId(message),
+            E::BadState => ApiError::Unprocessable(message),
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! Thin handlers: read the state, call the library, shape the JSON.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::extract::ApiJson;
 use super::{ApiError, AppState};
+use crate::call::ToolResult;
+use crate::execute::{self, ExecuteError, ExecuteRequest, ExecuteResponse};
 use crate::provider::{DeclareOptions, Provider};
 use crate::registry::{Registry, ToolFilter};
 use crate::tool::Tool;
@@ -98,4 +101,51 @@ pub(super) async fn schemas(
         .declarations(provider, &opts, &filter)
         .map_err(|unknown| ApiError::Unprocessable(format!("unknown tools: {}", unknown.join(", "))))?;
     Ok(Json(Value::Array(declared.tools)))
+}
+
+/// `POST /v1/execute`: run every tool call of a raw completion; answer with the results and the
+/// provider-native messages to append.
+pub(super) async fn execute(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ExecuteRequest>,
+) -> Result<Json<ExecuteResponse>, ApiError> {
+    let (provider, parsed) = execute::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
+    // One snapshot for the whole request: a reload meanwhile does not change its tools.
+    let registry = state.registry.load_full();
+    let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
+    Ok(Json(resp))
+}
+
+/// Body of `POST /v1/tools/{name}/call`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CallBody {
+    arguments: Option<Value>,
+    #[serde(default)]
+    state: Value,
+}
+
+/// `POST /v1/tools/{name}/call`: run one tool directly, for non-LLM callers and debugging.
+pub(super) async fn call_tool(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<CallBody>,
+) -> Result<Json<ToolResult>, ApiError> {
+    let registry = state.registry.load_full();
+    if registry.get(&name).is_none() {
+        return Err(ApiError::UnknownTool(name));
+    }
+    if !(body.state.is_object() || body.state.is_null()) {
+        return Err(ApiError::from(ExecuteError::BadState));
+    }
+    let result = execute::call_tool(
+        &state.executor,
+        &registry,
+        &name,
+        body.arguments.as_ref(),
+        &body.state,
+        &state.cancel,
+    )
+    .await;
+    Ok(Json(result))
 }

@@ -1,16 +1,20 @@
 //! The HTTP API (DESIGN §2): router, handlers and the request-error shape.
 
 pub mod error;
+pub mod extract;
 mod handlers;
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
-use axum::routing::get;
+use axum::routing::{get, post};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::executor::Executor;
 use crate::registry::Registry;
 
 pub use error::ApiError;
@@ -21,27 +25,36 @@ pub struct AppState {
     /// The active tool set. Swapped whole on reload; a request keeps the snapshot it started with.
     pub registry: Arc<ArcSwap<Registry>>,
     pub config: Arc<ServerConfig>,
+    pub executor: Arc<Executor>,
+    /// Cancelled when the drain budget of a shutdown is spent: running calls end as `rejected`.
+    pub cancel: CancellationToken,
 }
 
 impl AppState {
     /// State around a loaded registry.
-    pub fn new(config: ServerConfig, registry: Registry) -> Self {
+    pub fn new(config: ServerConfig, registry: Registry, executor: Executor) -> Self {
         AppState {
             registry: Arc::new(ArcSwap::from_pointee(registry)),
             config: Arc::new(config),
+            executor: Arc::new(executor),
+            cancel: CancellationToken::new(),
         }
     }
 }
 
 /// The router with every route and the error fallbacks.
 pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.limits.body_bytes;
     Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/v1/tools", get(handlers::list_tools))
         .route("/v1/schemas", get(handlers::schemas))
+        .route("/v1/execute", post(handlers::execute))
+        .route("/v1/tools/{name}/call", post(handlers::call_tool))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 

@@ -37,7 +37,8 @@ impl TestServer {
         let listener = toolwire::server::bind("127.0.0.1:0".parse().unwrap(), 1024).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(config, registry);
+        let executor = toolwire::executor::Executor::new(&config).unwrap();
+        let state = AppState::new(config, registry, executor);
         let task = tokio::spawn(toolwire::server::serve(listener, state, async move {
             let _ = stopped.await;
         }));

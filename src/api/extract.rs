@@ -1,0 +1,66 @@
+//! `ApiJson<T>`: the JSON body extractor whose every rejection is an [`ApiError`] in the one
+//! error shape — 415 for a wrong content type, 413 over the body limit, 400 with line and column
+//! for malformed JSON (the body is never echoed), 422 for a well-formed body of the wrong shape.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header;
+use serde::de::DeserializeOwned;
+
+use super::ApiError;
+
+/// A JSON request body.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|mime| {
+                let mime = mime.trim().to_ascii_lowercase();
+                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge { limit: 0 }
+            } else {
+                ApiError::InvalidRequest(format!("cannot read the request body: {}", rejection.body_text()))
+            }
+        })?;
+        parse(&bytes).map(ApiJson)
+    }
+}
+
+/// Parses a body: syntax errors (including invalid UTF-8 and nesting past serde_json's
+/// recursion limit) → 400 with position; shape errors → 422.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::InvalidRequest(
+            "the request body is empty; send a JSON object".into(),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson {
+        line: e.line(),
+        column: e.column(),
+        message: syntax_message(&e),
+    })?;
+    serde_json::from_value(value).map_err(|e| ApiError::Unprocessable(format!("invalid request: {e}")))
+}
+
+/// serde_json's message without its trailing " at line L column C" (given separately).
+fn syntax_message(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    match full.rfind(" at line ") {
+        Some(pos) => full[..pos].to_owned(),
+        None => full,
+    }
+}

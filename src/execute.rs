@@ -1,0 +1,169 @@
+//! The execute use case, shared by `POST /v1/execute`, `POST /v1/tools/{name}/call` and the
+//! `toolwire execute` / `toolwire call` commands, so the server and the CLI print the same JSON.
+//!
+//! completion → provider (named or detected) → parse → request checks → executor → format.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::call::{Arguments, ToolCall, ToolResult};
+use crate::executor::{Batch, ExecOptions, Executor};
+use crate::provider::{ParseError, Parsed, Provider, detect};
+use crate::registry::Registry;
+
+/// Body of `POST /v1/execute`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteRequest {
+    /// Provider name or alias; detected from the completion's shape when absent.
+    pub provider: Option<String>,
+    /// The provider's raw response body, unmodified.
+    pub completion: Value,
+    /// Hidden context for backends; never shown to the model. An object, or absent.
+    #[serde(default)]
+    pub state: Value,
+    #[serde(default)]
+    pub options: ExecOptions,
+}
+
+/// Body of a `200` answer of `POST /v1/execute`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecuteResponse {
+    pub provider: Provider,
+    /// True when there was no client tool call to run: the agent loop is done.
+    pub finished: bool,
+    /// The provider's raw stop signal for choice/candidate 0.
+    pub stop_reason: Option<Value>,
+    /// The model turn in the provider's request format, to append first.
+    pub assistant: Value,
+    /// The tool results in the provider's format, to append after `assistant`.
+    pub messages: Vec<Value>,
+    /// One per call, in call order.
+    pub results: Vec<ToolResult>,
+}
+
+/// Why a request cannot be executed at all (nothing ran).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(
+        "unknown provider `{0}`; use one of openai_chat, openai_responses, anthropic, gemini, bedrock, mistral, cohere, ollama"
+    )]
+    UnknownProvider(String),
+    #[error("cannot tell which provider produced this completion; pass `provider`")]
+    Undetectable,
+    #[error("the completion is not shaped like a {named} response{}", detected.map(|d| format!(" (it looks like {d})")).unwrap_or_default())]
+    Mismatch {
+        named: Provider,
+        detected: Option<Provider>,
+    },
+    #[error("{0}")]
+    Shape(ParseError),
+    #[error("the completion has {count} tool calls; at most {max} are allowed per request")]
+    TooManyCalls { count: usize, max: usize },
+    #[error("call id `{0}` appears more than once; every call id must be unique")]
+    DuplicateCallId(String),
+    #[error("`state` must be a JSON object")]
+    BadState,
+}
+
+/// Resolves the provider and parses the completion, checking what must hold before anything
+/// runs (call count, unique ids, state shape).
+pub fn prepare(req: &ExecuteRequest, max_calls: usize) -> Result<(Provider, Parsed), ExecuteError> {
+    if !(req.state.is_object() || req.state.is_null()) {
+        return Err(ExecuteError::BadState);
+    }
+    let provider = match &req.provider {
+        Some(name) => {
+            let p = Provider::from_name(name).ok_or_else(|| ExecuteError::UnknownProvider(name.clone()))?;
+            if !detect::matches(p, &req.completion) {
+                return Err(ExecuteError::Mismatch {
+                    named: p,
+                    detected: detect::detect(&req.completion),
+                });
+            }
+            p
+        }
+        None => detect::detect(&req.completion).ok_or(ExecuteError::Undetectable)?,
+    };
+    let parsed = provider.parse(&req.completion).map_err(ExecuteError::Shape)?;
+    if parsed.calls.len() > max_calls {
+        return Err(ExecuteError::TooManyCalls {
+            count: parsed.calls.len(),
+            max: max_calls,
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    for id in parsed.calls.iter().filter_map(|c| c.id.as_deref()) {
+        if !seen.insert(id) {
+            return Err(ExecuteError::DuplicateCallId(id.to_owned()));
+        }
+    }
+    Ok((provider, parsed))
+}
+
+/// Executes a prepared completion and formats the answer.
+pub async fn run(
+    executor: &Executor,
+    registry: &Registry,
+    provider: Provider,
+    parsed: Parsed,
+    req: &ExecuteRequest,
+    cancel: &CancellationToken,
+) -> ExecuteResponse {
+    let request_id = new_request_id();
+    let batch = Batch {
+        calls: &parsed.calls,
+        state: &req.state,
+        options: &req.options,
+        request_id: &request_id,
+        cancel,
+    };
+    let results = executor.execute(registry, &batch).await;
+    let messages = provider.format(&parsed, &results);
+    ExecuteResponse {
+        provider,
+        finished: parsed.finished,
+        stop_reason: parsed.stop_reason,
+        assistant: parsed.assistant,
+        messages,
+        results,
+    }
+}
+
+/// Runs one tool directly (no provider): the engine behind `POST /v1/tools/{name}/call`.
+pub async fn call_tool(
+    executor: &Executor,
+    registry: &Registry,
+    name: &str,
+    arguments: Option<&Value>,
+    state: &Value,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    let calls = [ToolCall {
+        id: None,
+        name: name.to_owned(),
+        arguments: Arguments::from_value(arguments),
+    }];
+    let request_id = new_request_id();
+    let options = ExecOptions::default();
+    let batch = Batch {
+        calls: &calls,
+        state,
+        options: &options,
+        request_id: &request_id,
+        cancel,
+    };
+    let mut results = executor.execute(registry, &batch).await;
+    results.pop().unwrap_or_else(|| {
+        ToolResult::err(
+            &calls[0],
+            crate::call::ToolError::new(crate::call::ErrorKind::Internal, "no result", true),
+        )
+    })
+}
+
+/// A random request id: the prefix of every `Idempotency-Key` of the request.
+pub fn new_request_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
