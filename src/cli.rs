@@ -44,6 +44,20 @@ pub enum Command {
     ///
     /// Example: toolwire execute --provider anthropic < completion.json
     Execute(ExecuteArgs),
+    /// Probe a running server's /readyz; exit 0 when ready. Needs nothing but this binary, so
+    /// container HEALTHCHECKs can use it.
+    Health(HealthArgs),
+}
+
+/// `toolwire health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    /// Server address.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "TOOLWIRE_HEALTH_ADDR")]
+    pub addr: SocketAddr,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub timeout_ms: u64,
 }
 
 /// `toolwire call`.

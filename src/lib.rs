@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod execute;
 pub mod executor;
+pub mod health;
 pub mod provider;
 pub mod registry;
 pub mod server;

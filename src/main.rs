@@ -121,6 +121,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Health(args) => {
+            let timeout = std::time::Duration::from_millis(args.timeout_ms);
+            match toolwire::health::probe(args.addr, timeout) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    eprintln!("not ready: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         Command::Serve(args) => {
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {

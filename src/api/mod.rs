@@ -42,6 +42,17 @@ impl AppState {
     }
 }
 
+/// Every route the API serves, as (method, path). `openapi.yaml` must describe exactly these;
+/// a test keeps the two in step.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/v1/tools"),
+    ("GET", "/v1/schemas"),
+    ("POST", "/v1/execute"),
+    ("POST", "/v1/tools/{name}/call"),
+];
+
 /// The router with every route and the error fallbacks.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.limits.body_bytes;
