@@ -1,10 +1,482 @@
-//! Placeholder: replaced by the real subprocess backend.
+//! The subprocess backend: runs one attempt of an `exec` tool as a child process.
+//!
+//! # What the child gets
+//! - **argv, never a shell.** The program is `spec.program`; every `spec.args` template renders
+//!   to exactly one argv element, so `$(id)`, `; rm -rf /`, `-o /tmp/x` or `a b` arrive as one
+//!   literal argument each. A NUL byte in a rendered argument is rejected before spawning
+//!   ([`BackendError::InvalidArgument`]); every other spawn failure (missing program, not
+//!   executable, `E2BIG` for an oversized argv) is [`BackendError::Spawn`].
+//! - **A cleared environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`] (unless
+//!   `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets) reaches
+//!   the child. A relative `program` is looked up in that `PATH`, not the server's.
+//! - **stdin**: `/dev/null`, or with `stdin = "json"` the envelope
+//!   `{"arguments", "state", "call": {"id", "attempt"}}`, written by its own task so a child that
+//!   never reads stdin cannot block us (a broken pipe is ignored).
+//! - Its own **process group** (`process_group(0)`), so the whole group can be signalled.
+//!
+//! # What we read
+//! stdout and stderr are read by two tasks started right after spawn. stdout keeps the first
+//! `policy.max_read_bytes`; stderr keeps only its last [`STDERR_KEEP`] bytes (it is used for the
+//! error tail only). Both keep *reading and discarding* past their cap, so a child never blocks
+//! on a full 64 KiB pipe.
+//!
+//! # How it ends
+//! - On timeout: SIGTERM to the whole group, wait `policy.kill_grace`, then SIGKILL to the group;
+//!   the result is [`BackendError::Timeout`] naming the signal that ended the child.
+//! - After the child exits (or is killed) the rest of its group is SIGKILLed too: a grandchild
+//!   that still holds stdout/stderr would otherwise keep the pipes open. Waiting for EOF on the
+//!   pipes is then bounded by [`PIPE_DRAIN_TIMEOUT`]; whatever was read by then is used.
+//! - The child is always reaped (`wait`), so no zombies are left.
+//! - **Cancellation** (the future is dropped: client disconnect, request deadline, shutdown): a
+//!   guard's `Drop` spawns a cleanup task on the current tokio runtime that TERMs the group, waits
+//!   the grace, KILLs the group and reaps the child. Without a runtime (or when that task is itself
+//!   dropped, e.g. at runtime shutdown) it SIGKILLs the group at once; the child's
+//!   `kill_on_drop(true)` is the last resort.
+//!
+//! # What the cleanup reaches, and what it does not
+//! Signals go to the **process group** only. A descendant that calls `setsid`/`setpgid` or
+//! double-forks into another group escapes it and survives the call (and may keep our pipes
+//! open: the drain bound above still ends the call). Containing those needs a subreaper
+//! (`PR_SET_CHILD_SUBREAPER`) or a cgroup per call; that is a separate, later change.
+//! The group is signalled once more after the child has been reaped; if by then the group is
+//! empty, its id could in theory have been reused by an unrelated new group in that
+//! microsecond window — the same trade-off other tool runners (codex, pants) make.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, timeout, timeout_at};
 
 use super::{Attempt, BackendError, Output};
-use crate::tool::ExecSpec;
+use crate::tool::{ExecSpec, OutputMode, StdinMode};
 
-/// Placeholder.
+/// The `PATH` a child gets unless the tool sets its own: the standard system directories only,
+/// never the server's `PATH`.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// How long we wait for EOF on stdout/stderr once the child has exited and its group has been
+/// killed. Only a descendant that left the group can still hold the pipes then; we stop waiting
+/// for it (codex uses the same 2 s bound).
+pub const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How much of the end of stderr goes into the error the model sees.
+pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
+
+/// How much of the end of stderr is kept while reading (a little more than the tail, so the
+/// tail can start on a character boundary).
+pub const STDERR_KEEP: usize = 4 * 1024;
+
+/// Bound on reaping after SIGKILL. SIGKILL cannot be caught, so this only matters for a process
+/// stuck in uninterruptible sleep; `kill_on_drop` and tokio's orphan reaping take over then.
+const REAP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Size of one read from a pipe (the Linux pipe capacity).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Runs one attempt of `spec`. See the module documentation for the guarantees.
 pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
-    let _ = (spec, attempt);
-    Err(BackendError::Spawn("not built".into()))
+    let deadline = Instant::now() + attempt.timeout;
+    let args = render_args(spec, attempt)?;
+    let envelope = match spec.stdin {
+        StdinMode::Json => Some(stdin_envelope(attempt)?),
+        StdinMode::None => None,
+    };
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&args)
+        .env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if envelope.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| BackendError::Spawn(format!("{}: {e}", spec.program)))?;
+
+    // The group id is the child's pid (`process_group(0)`); `id()` is `Some` until it is reaped.
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut group = Group {
+        child: Some(child),
+        pgid,
+        grace: attempt.policy.kill_grace,
+        done: false,
+        cleaning_up: false,
+    };
+
+    // Readers and writer start before we wait for anything, so no pipe can fill up.
+    let cap = attempt.policy.max_read_bytes;
+    let (stop_out, out_reader) = spawn_reader(stdout, Keep::Head(cap));
+    let (stop_err, err_reader) = spawn_reader(stderr, Keep::Tail(cap.min(STDERR_KEEP)));
+    let _writer = match (stdin, envelope) {
+        (Some(stdin), Some(bytes)) => Some(AbortOnDrop(tokio::spawn(write_stdin(stdin, bytes)))),
+        _ => None,
+    };
+
+    let ended = group.wait_until(deadline).await;
+    // Whatever ended the child, nothing else of its group may outlive the call.
+    group.kill_rest();
+
+    let drain_deadline = Instant::now() + PIPE_DRAIN_TIMEOUT;
+    let stdout = finish_reader(out_reader, stop_out, drain_deadline).await;
+    let stderr = finish_reader(err_reader, stop_err, drain_deadline).await;
+
+    let status = match ended {
+        Ended::Exited(status) => status,
+        Ended::TimedOut(signal) => {
+            return Err(BackendError::Timeout {
+                timeout: attempt.timeout,
+                sent: true,
+                signal: Some(signal.to_owned()),
+            });
+        }
+        Ended::WaitFailed(e) => return Err(BackendError::Io(format!("waiting for the program failed: {e}"))),
+    };
+
+    if let Some(code) = status.code() {
+        if code != 0 {
+            return Err(BackendError::NonzeroExit {
+                code,
+                stderr_tail: stderr_tail(&stderr.kept),
+            });
+        }
+    } else {
+        return Err(BackendError::Signaled {
+            signal: signal_name(status.signal().unwrap_or(0)),
+            stderr_tail: stderr_tail(&stderr.kept),
+        });
+    }
+
+    let truncated = stdout.total > stdout.kept.len();
+    match spec.output {
+        OutputMode::Json if truncated => Err(BackendError::OutputTooLarge { limit: cap }),
+        OutputMode::Json => serde_json::from_slice(&stdout.kept)
+            .map(|value| Output {
+                value,
+                truncated: false,
+            })
+            .map_err(|e| {
+                BackendError::InvalidOutput(format!(
+                    "the tool printed invalid JSON on stdout ({e}); its output setting is \"json\""
+                ))
+            }),
+        OutputMode::Text => Ok(Output {
+            value: Value::String(utf8_prefix_lossy(&stdout.kept, truncated)),
+            truncated,
+        }),
+    }
+}
+
+/// Renders each argument template to exactly one argv element (no encoding, no splitting).
+fn render_args(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Vec<String>, BackendError> {
+    spec.args
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let arg = t.render(attempt.arguments, attempt.state, str::to_owned);
+            if arg.contains('\0') {
+                Err(BackendError::InvalidArgument(format!(
+                    "argument {} of the command contains a NUL byte, which cannot be passed to a program",
+                    i + 1
+                )))
+            } else {
+                Ok(arg)
+            }
+        })
+        .collect()
+}
+
+/// The JSON written to stdin with `stdin = "json"`.
+fn stdin_envelope(attempt: &Attempt<'_>) -> Result<Vec<u8>, BackendError> {
+    let envelope = json!({
+        "arguments": attempt.arguments,
+        "state": attempt.state,
+        "call": {"id": attempt.call_id, "attempt": attempt.attempt},
+    });
+    serde_json::to_vec(&envelope)
+        .map_err(|e| BackendError::InvalidArgument(format!("the stdin envelope cannot be encoded: {e}")))
+}
+
+/// Writes `bytes` and closes stdin. Errors are ignored: a child that exits without reading gives
+/// EPIPE, which is its business, not a failure of the call.
+async fn write_stdin(mut stdin: ChildStdin, bytes: Vec<u8>) {
+    let _ = stdin.write_all(&bytes).await;
+    let _ = stdin.shutdown().await;
+}
+
+/// How the child ended, as seen by [`Group::wait_until`].
+enum Ended {
+    Exited(ExitStatus),
+    /// The deadline passed; the named signal ended the child.
+    TimedOut(&'static str),
+    WaitFailed(std::io::Error),
+}
+
+/// The child and its process group. Dropping it before [`Group::kill_rest`] (cancellation)
+/// ends the whole group; see the module documentation.
+struct Group {
+    child: Option<Child>,
+    pgid: Option<Pid>,
+    grace: Duration,
+    /// The child was reaped and the group killed; nothing left to do on drop.
+    done: bool,
+    /// This value lives in the cleanup task; if that is dropped too, SIGKILL at once.
+    cleaning_up: bool,
+}
+
+impl Group {
+    fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (the group is already gone) is the expected, fine outcome.
+            let _ = killpg(pgid, signal);
+        }
+    }
+
+    /// Waits for the child until `deadline`; past it, TERM, grace, KILL (all to the group).
+    async fn wait_until(&mut self, deadline: Instant) -> Ended {
+        let Some(child) = self.child.as_mut() else {
+            return Ended::WaitFailed(std::io::Error::other("no child"));
+        };
+        match timeout_at(deadline, child.wait()).await {
+            Ok(Ok(status)) => return Ended::Exited(status),
+            Ok(Err(e)) => return Ended::WaitFailed(e),
+            Err(_) => {}
+        }
+        self.signal(Signal::SIGTERM);
+        let Some(child) = self.child.as_mut() else {
+            return Ended::WaitFailed(std::io::Error::other("no child"));
+        };
+        if let Ok(Ok(status)) = timeout(self.grace, child.wait()).await {
+            return Ended::TimedOut(status.signal().map_or("SIGTERM", |s| signal_str(s, "SIGTERM")));
+        }
+        self.signal(Signal::SIGKILL);
+        if let Some(child) = self.child.as_mut() {
+            // Bounded; if it still has not been reaped, `kill_on_drop` and tokio's orphan
+            // reaping take over when `child` is dropped.
+            let _ = timeout(REAP_TIMEOUT, child.wait()).await;
+        }
+        Ended::TimedOut("SIGKILL")
+    }
+
+    /// SIGKILLs whatever is left of the group (descendants holding our pipes) after the child
+    /// has been reaped, and disarms the drop guard.
+    fn kill_rest(&mut self) {
+        self.signal(Signal::SIGKILL);
+        self.done = true;
+    }
+
+    /// The cancellation path: TERM, grace, KILL, reap.
+    async fn shut_down(mut self) {
+        self.signal(Signal::SIGTERM);
+        if let Some(child) = self.child.as_mut() {
+            let _ = timeout(self.grace, child.wait()).await;
+        }
+        self.signal(Signal::SIGKILL);
+        if let Some(child) = self.child.as_mut() {
+            let _ = timeout(REAP_TIMEOUT, child.wait()).await;
+        }
+        self.signal(Signal::SIGKILL);
+        self.done = true;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if !self.cleaning_up
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let group = Group {
+                child: self.child.take(),
+                pgid: self.pgid,
+                grace: self.grace,
+                done: false,
+                cleaning_up: true,
+            };
+            handle.spawn(group.shut_down());
+            return;
+        }
+        // No runtime, or the cleanup task itself was dropped: no time for a grace period.
+        self.signal(Signal::SIGKILL);
+        // `self.child` drops next: `kill_on_drop` plus tokio's best-effort orphan reaping.
+    }
+}
+
+/// Aborts the task when dropped, so no helper task outlives the call.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Which part of a stream to keep.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first `n` bytes (stdout: the output).
+    Head(usize),
+    /// The last `n` bytes (stderr: the error tail).
+    Tail(usize),
+}
+
+/// What a reader kept of one stream.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    /// Bytes read in total, kept or not.
+    total: usize,
+}
+
+/// Starts reading `stream` to EOF in its own task. Sending on (or dropping) the returned sender
+/// makes the reader stop and return what it has.
+fn spawn_reader<R>(stream: Option<R>, keep: Keep) -> (oneshot::Sender<()>, AbortOnDrop<Captured>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        match stream {
+            Some(stream) => read_capped(stream, keep, stop_rx).await,
+            None => Captured::default(),
+        }
+    });
+    (stop_tx, AbortOnDrop(task))
+}
+
+/// Reads to EOF (or until stopped), keeping at most the `keep` bytes and discarding the rest.
+async fn read_capped<R: AsyncRead + Unpin>(mut stream: R, keep: Keep, mut stop: oneshot::Receiver<()>) -> Captured {
+    let mut out = Captured::default();
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            read = stream.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+        };
+        out.total = out.total.saturating_add(n);
+        let data = &chunk[..n];
+        match keep {
+            Keep::Head(cap) => {
+                let room = cap.saturating_sub(out.kept.len());
+                out.kept.extend_from_slice(&data[..n.min(room)]);
+            }
+            Keep::Tail(cap) => {
+                out.kept.extend_from_slice(&data[n.saturating_sub(cap)..]);
+                let excess = out.kept.len().saturating_sub(cap);
+                out.kept.drain(..excess);
+            }
+        }
+    }
+    out
+}
+
+/// Waits for a reader until `deadline`, then tells it to stop and takes what it has.
+async fn finish_reader(mut reader: AbortOnDrop<Captured>, stop: oneshot::Sender<()>, deadline: Instant) -> Captured {
+    if let Ok(Ok(captured)) = timeout_at(deadline, &mut reader.0).await {
+        return captured;
+    }
+    let _ = stop.send(());
+    // The reader checks `stop` before every read, so it returns promptly; still bounded.
+    match timeout(Duration::from_millis(100), &mut reader.0).await {
+        Ok(Ok(captured)) => captured,
+        _ => Captured::default(),
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of stderr, starting on a character boundary, lossy, trimmed.
+fn stderr_tail(bytes: &[u8]) -> String {
+    let mut start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    // Skip UTF-8 continuation bytes so the tail does not start with a broken character.
+    while start < bytes.len() && start > 0 && (bytes[start] & 0b1100_0000) == 0b1000_0000 {
+        start += 1;
+    }
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}
+
+/// `bytes` as text; when the stream was cut, a character split by the cut is dropped instead of
+/// becoming U+FFFD.
+fn utf8_prefix_lossy(bytes: &[u8], truncated: bool) -> String {
+    let end = match std::str::from_utf8(bytes) {
+        Err(e) if truncated && e.error_len().is_none() => e.valid_up_to(),
+        _ => bytes.len(),
+    };
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// `"SIGSEGV"` for 11; `"signal 40"` for numbers nix does not name.
+fn signal_name(signo: i32) -> String {
+    Signal::try_from(signo).map_or_else(|_| format!("signal {signo}"), |s| s.as_str().to_owned())
+}
+
+/// Like [`signal_name`], for a static name with a fallback.
+fn signal_str(signo: i32, fallback: &'static str) -> &'static str {
+    Signal::try_from(signo).map_or(fallback, Signal::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_starts_on_a_char_boundary() {
+        let mut bytes = vec![b'x'; 10];
+        bytes.extend("é".repeat(STDERR_TAIL_BYTES).as_bytes());
+        bytes.extend(b"  end\n");
+        let tail = stderr_tail(&bytes);
+        assert!(tail.ends_with("end"));
+        assert!(!tail.contains('\u{FFFD}'));
+        assert!(tail.len() <= STDERR_TAIL_BYTES);
+    }
+
+    #[test]
+    fn truncated_text_drops_a_split_character() {
+        let bytes = "aé".as_bytes();
+        assert_eq!(utf8_prefix_lossy(&bytes[..2], true), "a");
+        assert_eq!(utf8_prefix_lossy(&bytes[..2], false), "a\u{FFFD}");
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_str(15, "x"), "SIGTERM");
+    }
+
+    #[tokio::test]
+    async fn tail_reader_keeps_only_the_end() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let (_stop, rx) = oneshot::channel::<()>();
+        let got = read_capped(&data[..], Keep::Tail(1000), rx).await;
+        assert_eq!(got.total, data.len());
+        assert_eq!(got.kept, &data[data.len() - 1000..]);
+        let (_stop, rx) = oneshot::channel::<()>();
+        let got = read_capped(&data[..], Keep::Head(1000), rx).await;
+        assert_eq!(got.kept, &data[..1000]);
+    }
 }
