@@ -1,0 +1,4 @@
+//! Helpers shared by integration tests. Each test binary uses a subset, hence the allow.
+#![allow(dead_code)]
+
+pub mod mock_backend;
