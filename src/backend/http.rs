@@ -1,22 +1,707 @@
-//! Placeholder: replaced by the real HTTP backend.
+//! The HTTP backend: one attempt of a tool call as one HTTP request.
+//!
+//! Everything the request carries comes from the tool definition's templates and the call's
+//! arguments: nothing from the inbound request is forwarded implicitly. Placeholder values are
+//! percent-encoded so a model-chosen value can never change the scheme, host or path structure
+//! of the URL; header values may not contain CR/LF; the response is read as a stream with a hard
+//! cap, so a backend cannot make us buffer without bound; and the whole attempt (connect,
+//! headers, body) is bounded by the attempt's timeout.
+//!
+//! Errors say whether the request may have reached the backend (`sent`), because that decides
+//! whether the executor may retry a non-idempotent tool.
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+
+use futures_util::StreamExt;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
+use reqwest::{StatusCode, Url};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
 
 use super::{Attempt, BackendError, Output};
 use crate::config::server::HttpClientConfig;
-use crate::tool::HttpSpec;
+use crate::template::{Template, lookup};
+use crate::tool::{HttpBody, HttpSpec};
 
-/// Placeholder.
-pub struct HttpBackend;
+/// Characters of a placeholder value that are percent-encoded in a URL: everything except the
+/// RFC 3986 *unreserved* set (`ALPHA / DIGIT / "-" / "." / "_" / "~"`); non-ASCII is always
+/// encoded as UTF-8 bytes. This is path-segment-safe: `/`, `?`, `#`, `%`, `@`, `:`, `;`,
+/// spaces and controls are all encoded, so a value stays inside the one path segment (or query
+/// value) it was placed in and cannot add segments, start a query or fragment, or smuggle a
+/// pre-encoded sequence. Stricter than RFC 3986's `pchar` on purpose: sub-delimiters carry
+/// meaning for some servers (matrix parameters, `+` as space), and encoding them costs nothing.
+pub const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Sent on every request so backends can tell toolwire's traffic apart.
+pub const USER_AGENT_VALUE: &str = concat!("toolwire/", env!("CARGO_PKG_VERSION"));
+
+/// `Retry-After` values longer than this are ignored (treated as absent): a backend asking for
+/// more than an hour is not describing a wait any tool call deadline could honour.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// How much of a non-2xx response body is kept for the error message.
+const EXCERPT_BYTES: usize = 512;
+
+/// Runs HTTP attempts on one shared connection pool.
+#[derive(Debug, Clone)]
+pub struct HttpBackend {
+    client: reqwest::Client,
+}
 
 impl HttpBackend {
-    /// Placeholder.
+    /// Builds the one client every HTTP tool shares, so connections are pooled across calls
+    /// and the per-host idle cap is global.
+    ///
+    /// - **connect timeout** from config: a blackholed host fails fast, as `sent: false`, even
+    ///   when the attempt's own timeout is longer.
+    /// - **no redirects**: every hop would be a new, unchecked destination (SSRF, see
+    ///   reliability §1.8); a 3xx comes back as a `Status` error instead.
+    /// - **no proxy from the environment**: an inherited `HTTP_PROXY` would silently route
+    ///   tool traffic (and its secrets) through a host the tool definitions never named.
+    /// - **idle pool** sized from config, large enough for the global in-flight cap, so a
+    ///   burst does not pay a new TCP handshake per call.
+    /// - **TCP_NODELAY**: requests are small and latency-bound; Nagle only adds delay.
+    /// - a connector layer that records whether this attempt's own connection was still being
+    ///   established when a timeout hit, so such a timeout is reported as `sent: false`.
     pub fn new(cfg: &HttpClientConfig) -> Result<Self, BackendError> {
-        let _ = cfg;
-        Ok(HttpBackend)
+        let client = reqwest::Client::builder()
+            .connect_timeout(cfg.connect_timeout.0)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .pool_max_idle_per_host(cfg.pool_max_idle_per_host)
+            .tcp_nodelay(true)
+            .user_agent(USER_AGENT_VALUE)
+            .connector_layer(ConnectProbeLayer)
+            .build()
+            .map_err(|e| BackendError::InvalidArgument(format!("cannot build the HTTP client: {}", describe(e))))?;
+        Ok(HttpBackend { client })
     }
 
-    /// Placeholder.
+    /// Runs one attempt: builds the request from `spec` and the attempt's arguments, sends it,
+    /// and reads the answer within `attempt.timeout`.
     pub async fn call(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
-        let _ = (spec, attempt);
-        Err(BackendError::Connect("not built".into()))
+        let request = self.build_request(spec, attempt)?;
+        let timeout = attempt.timeout;
+        let deadline = Instant::now() + timeout;
+        let probe = Arc::new(ConnectProbe::default());
+
+        // Phase 1: connect, write the request, read the response head.
+        let send = CONNECT_PROBE.scope(Arc::clone(&probe), self.client.execute(request));
+        let response = match tokio::time::timeout_at(deadline, send).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => return Err(classify_send_error(e, &probe, timeout)),
+            Err(_elapsed) => {
+                return Err(BackendError::Timeout {
+                    timeout,
+                    sent: probe.may_have_sent(),
+                    signal: None,
+                });
+            }
+        };
+
+        // Phase 2: the body, capped, within what is left of the same budget.
+        let status = response.status();
+        if !status.is_success() {
+            return Err(read_status_error(response, deadline).await);
+        }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json_content_type);
+        let cap = attempt.policy.max_read_bytes;
+        if is_json && response.content_length().is_some_and(|n| n > cap as u64) {
+            // No need to read what we would throw away; dropping the response closes the
+            // connection.
+            return Err(BackendError::OutputTooLarge { limit: cap });
+        }
+        let mut buf = Vec::new();
+        match tokio::time::timeout_at(deadline, read_capped(response, cap.saturating_add(1), &mut buf)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e.into_backend_error(timeout)),
+            Err(_elapsed) => {
+                return Err(BackendError::Timeout {
+                    timeout,
+                    sent: true,
+                    signal: None,
+                });
+            }
+        }
+        decode_body(status, is_json, buf, cap)
+    }
+
+    /// The request for one attempt; fails only on arguments that cannot be sent safely.
+    fn build_request(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<reqwest::Request, BackendError> {
+        let args = attempt.arguments;
+        let state = attempt.state;
+        let url = build_url(spec, args, state)?;
+        let headers = build_headers(spec, attempt)?;
+        let mut builder = self
+            .client
+            .request(spec.method.clone(), url)
+            .headers(headers)
+            .timeout(attempt.timeout);
+        let body = match &spec.body {
+            HttpBody::None => None,
+            HttpBody::Arguments => Some(Value::Object(args.clone())),
+            HttpBody::Template(tpl) => Some(render_body(tpl, args, state)),
+        };
+        if let Some(body) = body {
+            let bytes = serde_json::to_vec(&body)
+                .map_err(|e| BackendError::InvalidArgument(format!("the request body cannot be encoded: {e}")))?;
+            builder = builder.body(bytes);
+            if !spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                builder = builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+        }
+        builder
+            .build()
+            .map_err(|e| BackendError::InvalidArgument(format!("the request cannot be built: {}", describe(e))))
+    }
+}
+
+/// Percent-encodes one placeholder value for a URL (see [`PATH_SEGMENT`]).
+pub fn encode_url_value(value: &str) -> String {
+    utf8_percent_encode(value, PATH_SEGMENT).to_string()
+}
+
+/// The URL of one attempt: the URL template with encoded placeholder values, then the query
+/// entries, encoded by the `url` crate's form encoder. A query entry whose template renders
+/// empty because a placeholder is absent (an optional argument the model left out) is omitted;
+/// a literal empty value or a present empty string is kept.
+pub fn build_url(spec: &HttpSpec, args: &Map<String, Value>, state: &Value) -> Result<Url, BackendError> {
+    let rendered = spec.url.render(args, state, encode_url_value);
+    reject_dot_segments(&rendered)?;
+    let mut url = Url::parse(&rendered)
+        .map_err(|e| BackendError::InvalidArgument(format!("the tool's URL is not valid after filling it in: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(BackendError::InvalidArgument(format!(
+            "the tool's URL scheme `{}` is not http or https",
+            url.scheme()
+        )));
+    }
+    let pairs: Vec<(&str, String)> = spec
+        .query
+        .iter()
+        .filter_map(|(name, tpl)| {
+            let value = tpl.render(args, state, str::to_owned);
+            let omitted = value.is_empty() && tpl.placeholders().any(|p| lookup(p, args, state).is_none());
+            (!omitted).then_some((name.as_str(), value))
+        })
+        .collect();
+    if !pairs.is_empty() {
+        url.query_pairs_mut().extend_pairs(pairs);
+    }
+    Ok(url)
+}
+
+/// URL parsers resolve `.` and `..` path segments (also as `%2e%2e`), so a value that is
+/// exactly `..` would climb out of its place even though `/` is encoded. No legitimate tool
+/// URL has such a segment, so any is refused.
+fn reject_dot_segments(rendered: &str) -> Result<(), BackendError> {
+    let after_scheme = rendered.split_once("://").map_or(rendered, |(_, rest)| rest);
+    let Some(slash) = after_scheme.find('/') else {
+        return Ok(());
+    };
+    let path = &after_scheme[slash..];
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    for segment in path.split('/') {
+        let decoded = percent_decode_str(segment).decode_utf8_lossy();
+        if decoded == "." || decoded == ".." {
+            return Err(BackendError::InvalidArgument(
+                "a URL path segment may not be `.` or `..`".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Headers from the tool's templates, then `Idempotency-Key` and `User-Agent`, which always
+/// win. Values are rendered raw (a header value is not a URL), but CR and LF are refused so
+/// an argument cannot end the header and start another. A header whose template renders empty
+/// because its placeholder is absent is not sent.
+fn build_headers(spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<HeaderMap, BackendError> {
+    let mut headers = HeaderMap::new();
+    for (name, tpl) in &spec.headers {
+        let value = tpl.render(attempt.arguments, attempt.state, str::to_owned);
+        if value.is_empty()
+            && tpl
+                .placeholders()
+                .any(|p| lookup(p, attempt.arguments, attempt.state).is_none())
+        {
+            continue;
+        }
+        if value.contains(['\r', '\n']) {
+            return Err(BackendError::InvalidArgument(format!(
+                "the value for header `{name}` contains a line break"
+            )));
+        }
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| BackendError::InvalidArgument(format!("`{name}` is not a valid header name")))?;
+        let value = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
+            BackendError::InvalidArgument(format!("the value for header `{name}` contains control characters"))
+        })?;
+        headers.append(name, value);
+    }
+    let key = HeaderValue::from_str(attempt.idempotency_key)
+        .map_err(|_| BackendError::InvalidArgument("the idempotency key is not a valid header value".to_owned()))?;
+    headers.insert(HeaderName::from_static("idempotency-key"), key);
+    headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+    Ok(headers)
+}
+
+/// Renders a JSON body template: a string that is exactly one placeholder becomes the value
+/// itself (keeping numbers, booleans, objects), `null` when absent; other strings are
+/// interpolated; everything else is copied. Templates were checked at load, so a string that
+/// no longer parses is kept literally rather than failing the call.
+pub fn render_body(tpl: &Value, args: &Map<String, Value>, state: &Value) -> Value {
+    match tpl {
+        Value::String(s) => match Template::parse(s) {
+            Ok(t) => match t.single_placeholder() {
+                Some(seg) => lookup(seg, args, state).cloned().unwrap_or(Value::Null),
+                None => Value::String(t.render(args, state, str::to_owned)),
+            },
+            Err(_) => Value::String(s.clone()),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| render_body(v, args, state)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), render_body(v, args, state)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Parses a `Retry-After` value (RFC 9110 §10.2.3): delta-seconds or an HTTP-date. A date in
+/// the past means "now" (zero); anything unparseable, or longer than [`MAX_RETRY_AFTER`], is
+/// `None`, so the executor falls back to its own backoff.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let wait = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        Duration::from_secs(value.parse::<u64>().ok()?)
+    } else {
+        let when = httpdate::parse_http_date(value).ok()?;
+        when.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    (wait <= MAX_RETRY_AFTER).then_some(wait)
+}
+
+fn is_json_content_type(value: &str) -> bool {
+    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// A failure while reading a response body.
+enum ReadError {
+    Timeout,
+    Io(String),
+}
+
+impl ReadError {
+    fn into_backend_error(self, timeout: Duration) -> BackendError {
+        match self {
+            ReadError::Timeout => BackendError::Timeout {
+                timeout,
+                sent: true,
+                signal: None,
+            },
+            ReadError::Io(msg) => BackendError::Io(msg),
+        }
+    }
+}
+
+/// Reads the body into `buf` until it ends or holds `limit` bytes; never more. `buf` is
+/// caller-owned so whatever arrived before a timeout is still there. Dropping `response` with
+/// unread data closes the connection instead of returning it to the pool.
+async fn read_capped(response: reqwest::Response, limit: usize, buf: &mut Vec<u8>) -> Result<(), ReadError> {
+    let mut stream = pin!(response.bytes_stream());
+    while buf.len() < limit {
+        match stream.next().await {
+            None => break,
+            Some(Ok(chunk)) => {
+                let room = limit - buf.len();
+                buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Some(Err(e)) if e.is_timeout() => return Err(ReadError::Timeout),
+            Some(Err(e)) => {
+                return Err(ReadError::Io(format!(
+                    "reading the response body failed: {}",
+                    describe(e)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A non-2xx answer: status, `Retry-After`, and a short excerpt of the body. The excerpt is read
+/// within the attempt's budget; if the body stalls or breaks, what arrived is used.
+async fn read_status_error(response: reqwest::Response, deadline: Instant) -> BackendError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout_at(deadline, read_capped(response, EXCERPT_BYTES, &mut buf)).await;
+    BackendError::Status {
+        status,
+        body_excerpt: excerpt(&buf),
+        retry_after,
+    }
+}
+
+/// At most [`EXCERPT_BYTES`], lossy UTF-8 (cut at a character boundary), on one line.
+fn excerpt(bytes: &[u8]) -> String {
+    let cut = char_boundary_cut(bytes, EXCERPT_BYTES);
+    let text = String::from_utf8_lossy(&bytes[..cut]);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The largest length `<= max` that does not split a UTF-8 sequence at the end of `bytes[..max]`.
+fn char_boundary_cut(bytes: &[u8], max: usize) -> usize {
+    if bytes.len() <= max {
+        return bytes.len();
+    }
+    let is_continuation = |b: u8| b & 0xC0 == 0x80;
+    if !bytes.get(max).copied().is_some_and(is_continuation) {
+        return max;
+    }
+    // The byte after the cut continues a character: back up to that character's lead byte
+    // (at most 3 steps; beyond that the input is not UTF-8 anyway and is cut as-is).
+    let mut i = max;
+    while i > 0 && max - i < 3 && bytes.get(i).copied().is_some_and(is_continuation) {
+        i -= 1;
+    }
+    if bytes.get(i).copied().is_some_and(is_continuation) {
+        max
+    } else {
+        i
+    }
+}
+
+/// Turns a 2xx body (at most `cap + 1` bytes) into the output: JSON stays JSON, text stays
+/// text, and an over-long body is an error for JSON (it cannot be cut) or truncated text.
+fn decode_body(status: StatusCode, is_json: bool, buf: Vec<u8>, cap: usize) -> Result<Output, BackendError> {
+    let over = buf.len() > cap;
+    if buf.is_empty() && (status == StatusCode::NO_CONTENT || is_json) {
+        return Ok(Output {
+            value: Value::Null,
+            truncated: false,
+        });
+    }
+    if is_json {
+        if over {
+            return Err(BackendError::OutputTooLarge { limit: cap });
+        }
+        if let Ok(value) = serde_json::from_slice::<Value>(&buf) {
+            return Ok(Output {
+                value,
+                truncated: false,
+            });
+        }
+        // A backend that labels text as JSON: keep what it said rather than fail the call.
+    }
+    let cut = if over { char_boundary_cut(&buf, cap) } else { buf.len() };
+    let text = match String::from_utf8(buf) {
+        Ok(mut s) => {
+            s.truncate(cut);
+            s
+        }
+        Err(e) => String::from_utf8_lossy(&e.into_bytes()[..cut]).into_owned(),
+    };
+    Ok(Output {
+        value: Value::String(text),
+        truncated: over,
+    })
+}
+
+/// Maps a failure before the response head arrived.
+fn classify_send_error(e: reqwest::Error, probe: &ConnectProbe, timeout: Duration) -> BackendError {
+    if e.is_connect() {
+        // Connect (and DNS) failures happen before anything is written.
+        if e.is_timeout() {
+            BackendError::Timeout {
+                timeout,
+                sent: false,
+                signal: None,
+            }
+        } else {
+            BackendError::Connect(describe(e))
+        }
+    } else if e.is_timeout() {
+        BackendError::Timeout {
+            timeout,
+            sent: probe.may_have_sent(),
+            signal: None,
+        }
+    } else if e.is_builder() {
+        BackendError::InvalidArgument(format!("the request cannot be built: {}", describe(e)))
+    } else {
+        // The connection broke after the request may have been written.
+        BackendError::Io(describe(e))
+    }
+}
+
+/// The error and its causes on one line, without the URL: it can carry state values from
+/// templates, and this text reaches the model.
+fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut parts = vec![e.to_string()];
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+tokio::task_local! {
+    /// The probe of the attempt whose future is being polled (set around `execute`).
+    static CONNECT_PROBE: Arc<ConnectProbe>;
+}
+
+/// Whether a timeout hit while this attempt's own connection was still being established.
+///
+/// A timeout from the outer per-attempt bound cannot say on its own whether the request was
+/// written. The connector layer marks `connecting` when a connect starts inside the attempt's
+/// task and clears it when the connect finishes. If the pool hands the request an idle
+/// connection while that connect is still running, hyper moves the connect to a background
+/// task; the layer notices it is polled outside the attempt (`detached`) and from then on the
+/// attempt may have been sent. Any doubt counts as sent, which only costs a retry for
+/// non-idempotent tools.
+#[derive(Debug, Default)]
+struct ConnectProbe {
+    connecting: AtomicBool,
+    detached: AtomicBool,
+}
+
+impl ConnectProbe {
+    fn may_have_sent(&self) -> bool {
+        !self.connecting.load(Ordering::SeqCst) || self.detached.load(Ordering::SeqCst)
+    }
+}
+
+/// The connector layer that feeds [`ConnectProbe`].
+#[derive(Debug, Clone, Copy)]
+struct ConnectProbeLayer;
+
+impl<S> tower::Layer<S> for ConnectProbeLayer {
+    type Service = ConnectProbeService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ConnectProbeService { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ConnectProbeService<S> {
+    inner: S,
+}
+
+impl<S, R> tower::Service<R> for ConnectProbeService<S>
+where
+    S: tower::Service<R>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        let probe = CONNECT_PROBE.try_with(Arc::clone).ok();
+        if let Some(p) = &probe {
+            p.connecting.store(true, Ordering::SeqCst);
+        }
+        let mut fut = Box::pin(self.inner.call(req));
+        Box::pin(std::future::poll_fn(move |cx| {
+            if let Some(p) = &probe
+                && !CONNECT_PROBE.try_with(|cur| Arc::ptr_eq(cur, p)).unwrap_or(false)
+            {
+                p.detached.store(true, Ordering::SeqCst);
+            }
+            let poll = fut.as_mut().poll(cx);
+            // Cleared only on completion: when the attempt is dropped by its timeout, the
+            // probe must still say the connect was in progress.
+            if poll.is_ready()
+                && let Some(p) = &probe
+            {
+                p.connecting.store(false, Ordering::SeqCst);
+            }
+            poll
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(url: &str) -> HttpSpec {
+        HttpSpec {
+            method: reqwest::Method::GET,
+            url: Template::parse(url).unwrap(),
+            query: vec![],
+            headers: vec![],
+            body: HttpBody::None,
+        }
+    }
+
+    fn url_for(template: &str, value: &str) -> Result<Url, BackendError> {
+        let args = json!({ "v": value });
+        build_url(&spec(template), args.as_object().unwrap(), &json!({}))
+    }
+
+    #[test]
+    fn retry_after_seconds() {
+        let now = SystemTime::now();
+        assert_eq!(parse_retry_after("0", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after(" 120 ", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("3600", now), Some(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn retry_after_http_date_future_and_past() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let future = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&future, now), Some(Duration::from_secs(90)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn retry_after_garbage_and_huge() {
+        let now = SystemTime::now();
+        for v in ["", "soon", "-1", "1.5", "12abc", "Wed, 99 Foo 2015"] {
+            assert_eq!(parse_retry_after(v, now), None, "{v:?}");
+        }
+        assert_eq!(parse_retry_after("3601", now), None);
+        assert_eq!(parse_retry_after("99999", now), None);
+        assert_eq!(parse_retry_after("99999999999999999999999", now), None);
+        let far = httpdate::fmt_http_date(now + Duration::from_secs(7200));
+        assert_eq!(parse_retry_after(&far, now), None);
+    }
+
+    #[test]
+    fn url_values_stay_in_one_segment() {
+        for value in [
+            "../../etc/passwd",
+            "a/b?c#d",
+            "x y%",
+            "naïve/日本",
+            "%2e%2e%2fx",
+            "user@evil:80",
+        ] {
+            let url = url_for("http://h.example:8080/files/{v}/raw", value).unwrap();
+            assert_eq!(url.host_str(), Some("h.example"), "{value}");
+            assert_eq!(url.port(), Some(8080));
+            assert_eq!(url.query(), None, "{value}");
+            assert_eq!(url.fragment(), None, "{value}");
+            let segments: Vec<&str> = url.path_segments().unwrap().collect();
+            assert_eq!(segments.len(), 3, "{value}: {segments:?}");
+            assert_eq!(segments[0], "files");
+            assert_eq!(segments[2], "raw");
+            assert_eq!(percent_decode_str(segments[1]).decode_utf8().unwrap(), value);
+        }
+        assert_eq!(
+            url_for("http://h/f/{v}", "../../etc/passwd").unwrap().as_str(),
+            "http://h/f/..%2F..%2Fetc%2Fpasswd"
+        );
+        assert_eq!(url_for("http://h/f/{v}", "x y%").unwrap().path(), "/f/x%20y%25");
+    }
+
+    #[test]
+    fn dot_segments_are_refused() {
+        for value in ["..", "."] {
+            assert!(
+                matches!(
+                    url_for("http://h/a/{v}/b", value),
+                    Err(BackendError::InvalidArgument(_))
+                ),
+                "{value}"
+            );
+        }
+        // A pre-encoded dot segment is encoded again, so it is just text.
+        assert_eq!(url_for("http://h/a/{v}", "%2e%2e").unwrap().path(), "/a/%252e%252e");
+        // Dots inside a segment are fine.
+        assert_eq!(url_for("http://h/a/{v}", "...").unwrap().path(), "/a/...");
+        assert_eq!(url_for("http://h/a/{v}.json", ".").unwrap().path(), "/a/..json");
+    }
+
+    #[test]
+    fn query_entries_are_encoded_and_absent_ones_omitted() {
+        let mut s = spec("http://h/q?fixed=1");
+        s.query = vec![
+            ("q".into(), Template::parse("{q}").unwrap()),
+            ("units".into(), Template::parse("{units}").unwrap()),
+            ("empty".into(), Template::parse("{e}").unwrap()),
+            ("lit".into(), Template::parse("").unwrap()),
+        ];
+        let args = json!({"q": "a&b=c d#", "e": ""});
+        let url = build_url(&s, args.as_object().unwrap(), &json!({})).unwrap();
+        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        assert_eq!(
+            pairs,
+            vec![
+                ("fixed".into(), "1".into()),
+                ("q".into(), "a&b=c d#".into()),
+                ("empty".into(), String::new()),
+                ("lit".into(), String::new()),
+            ]
+        );
+        assert_eq!(url.fragment(), None);
+    }
+
+    #[test]
+    fn body_template_keeps_types() {
+        let tpl =
+            json!({"n": "{n}", "s": "id-{n}", "missing": "{x}", "nested": ["{obj}", 1, true], "u": "{state.user}"});
+        let args = json!({"n": 3, "obj": {"a": [1]}});
+        let out = render_body(&tpl, args.as_object().unwrap(), &json!({"user": "u-1"}));
+        assert_eq!(
+            out,
+            json!({"n": 3, "s": "id-3", "missing": null, "nested": [{"a": [1]}, 1, true], "u": "u-1"})
+        );
+    }
+
+    #[test]
+    fn cuts_text_at_char_boundaries() {
+        let s = "aé日".as_bytes(); // 1 + 2 + 3 bytes
+        assert_eq!(char_boundary_cut(s, 1), 1);
+        assert_eq!(char_boundary_cut(s, 2), 1);
+        assert_eq!(char_boundary_cut(s, 3), 3);
+        assert_eq!(char_boundary_cut(s, 4), 3);
+        assert_eq!(char_boundary_cut(s, 5), 3);
+        assert_eq!(char_boundary_cut(s, 6), 6);
+        assert_eq!(excerpt(b"line one\r\n  line\ttwo\n"), "line one line two");
+    }
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json_content_type("application/json"));
+        assert!(is_json_content_type("Application/JSON; charset=utf-8"));
+        assert!(is_json_content_type("application/problem+json"));
+        assert!(!is_json_content_type("text/plain"));
+        assert!(!is_json_content_type("application/jsonl"));
     }
 }
