@@ -41,9 +41,10 @@ pub const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').
 /// Sent on every request so backends can tell toolwire's traffic apart.
 pub const USER_AGENT_VALUE: &str = concat!("toolwire/", env!("CARGO_PKG_VERSION"));
 
-/// `Retry-After` values longer than this are ignored (treated as absent): a backend asking for
-/// more than an hour is not describing a wait any tool call deadline could honour.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// `Retry-After` values longer than this are treated as garbage (absent). Shorter values are
+/// kept even when no deadline can honour them: the executor then stops retrying and hands the
+/// wait to the agent as `retry_after_ms` (reliability §3).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How much of a non-2xx response body is kept for the error message.
 const EXCERPT_BYTES: usize = 512;
@@ -595,10 +596,10 @@ mod tests {
         for v in ["", "soon", "-1", "1.5", "12abc", "Wed, 99 Foo 2015"] {
             assert_eq!(parse_retry_after(v, now), None, "{v:?}");
         }
-        assert_eq!(parse_retry_after("3601", now), None);
-        assert_eq!(parse_retry_after("99999", now), None);
+        assert_eq!(parse_retry_after("99999", now), Some(Duration::from_secs(99999)));
+        assert_eq!(parse_retry_after("604801", now), None);
         assert_eq!(parse_retry_after("99999999999999999999999", now), None);
-        let far = httpdate::fmt_http_date(now + Duration::from_secs(7200));
+        let far = httpdate::fmt_http_date(now + Duration::from_secs(8 * 24 * 3600));
         assert_eq!(parse_retry_after(&far, now), None);
     }
 
