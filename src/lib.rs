@@ -24,6 +24,7 @@ pub mod executor;
 pub mod health;
 pub mod provider;
 pub mod registry;
+pub mod reload;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,12 +1,26 @@
 //! Binding and serving. The caller binds (or hands in) the listener, so tests can serve on
 //! `127.0.0.1:0` and learn the port before the first request.
+//!
+//! Connections are served by hyper's HTTP/1.1 server directly (not `axum::serve`) because it
+//! lets us bound the time a client may take to send its headers (slowloris), and its graceful
+//! shutdown watches every connection.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpSocket};
+use tower::ServiceExt as _;
 
 use crate::api::{AppState, router};
+
+/// Extra time after the drain budget for cancelled calls to write their answers.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Binds `addr` with an explicit listen backlog (the std/tokio default of 128 overflows under
 /// fan-out load and costs clients 1 s SYN retries).
@@ -22,13 +36,63 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then stops accepting and lets
-/// in-flight requests finish.
+/// Serves the API on `listener` until `shutdown` resolves. Then: readiness turns off, the
+/// listener closes, in-flight requests get up to the drain budget, after which the calls still
+/// running are cancelled (they end as `rejected` results and their process groups are killed),
+/// so every request still gets its answer before this returns.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    let app = router(state.clone());
+    let header_timeout = state.config.limits.header_read_timeout.0;
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _peer)) => stream,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "Accept failed.");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let app = app.clone();
+                let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| app.clone().oneshot(req.map(Body::new)));
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "Connection ended with an error.");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    state.draining.store(true, Ordering::SeqCst);
+    drop(listener);
+    let drain = state.config.shutdown.drain.0;
+    tracing::info!(drain_ms = drain.as_millis() as u64, "Draining in-flight requests.");
+    let cancel = state.cancel.clone();
+    let cancel_timer = tokio::spawn(async move {
+        tokio::time::sleep(drain).await;
+        tracing::warn!("Drain budget spent; cancelling the calls still running.");
+        cancel.cancel();
+    });
+    if tokio::time::timeout(drain + CANCEL_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("Some connections did not close in time; exiting anyway.");
+    }
+    cancel_timer.abort();
+    Ok(())
 }

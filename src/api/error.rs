@@ -43,6 +43,10 @@ pub enum ApiError {
     UnknownTool(String),
     #[error("the server is not ready: {0}")]
     NotReady(String),
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    #[error("the server is at capacity; retry after the delay in `Retry-After`")]
+    Overloaded,
     #[error("internal error")]
     Internal(String),
 }
@@ -73,6 +77,8 @@ impl ApiError {
             ApiError::DuplicateCallId(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_call_id"),
             ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, "unknown_tool"),
             ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

@@ -18,17 +18,24 @@ pub(super) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: a tool set is loaded and requests can be served.
-pub(super) async fn readyz(State(state): State<AppState>) -> Json<Value> {
+/// `GET /readyz`: a tool set is loaded and requests can be served (503 while draining).
+pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    if state.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(ApiError::NotReady("shutting down".into()));
+    }
     let reg = state.registry.load();
-    Json(json!({"status": "ready", "version": reg.version, "tools": reg.len()}))
+    let reload = state.reload.lock().map(|s| s.clone()).unwrap_or_default();
+    Ok(Json(
+        json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload}),
+    ))
 }
 
 /// `GET /v1/tools`: every tool with its description, schema, backend kind and limits.
 pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
     let reg = state.registry.load();
     let tools: Vec<Value> = reg.tools().iter().map(|t| tool_json(t, &reg)).collect();
-    Json(json!({"version": reg.version, "tools": tools}))
+    let reload = state.reload.lock().map(|s| s.clone()).unwrap_or_default();
+    Json(json!({"version": reg.version, "reload": reload, "tools": tools}))
 }
 
 /// The public view of a tool. Backend URLs, headers, argv and env are left out: they may hold

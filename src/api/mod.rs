@@ -2,15 +2,19 @@
 
 pub mod error;
 pub mod extract;
+pub mod guard;
 mod handlers;
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
+use axum::middleware;
 use axum::routing::{get, post};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -28,6 +32,12 @@ pub struct AppState {
     pub executor: Arc<Executor>,
     /// Cancelled when the drain budget of a shutdown is spent: running calls end as `rejected`.
     pub cancel: CancellationToken,
+    /// Set once shutdown starts: `/readyz` answers 503 so load balancers stop sending work.
+    pub draining: Arc<AtomicBool>,
+    /// Requests being worked on; when none is free, new work is shed with 503.
+    pub work_slots: Arc<Semaphore>,
+    pub tokens: Arc<guard::Tokens>,
+    pub reload: crate::reload::SharedStatus,
 }
 
 impl AppState {
@@ -35,9 +45,13 @@ impl AppState {
     pub fn new(config: ServerConfig, registry: Registry, executor: Executor) -> Self {
         AppState {
             registry: Arc::new(ArcSwap::from_pointee(registry)),
+            work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
+            tokens: Arc::new(guard::Tokens::new(&config.auth.tokens)),
             config: Arc::new(config),
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),
+            draining: Arc::new(AtomicBool::new(false)),
+            reload: Arc::new(Mutex::new(crate::reload::ReloadStatus::default())),
         }
     }
 }
@@ -56,13 +70,21 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// The router with every route and the error fallbacks.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.limits.body_bytes;
+    // Work routes: shed load first (cheapest rejection), then authenticate.
+    let work = Router::new()
+        .route("/v1/execute", post(handlers::execute))
+        .route("/v1/tools/{name}/call", post(handlers::call_tool))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load));
+    let read = Router::new()
+        .route("/v1/tools", get(handlers::list_tools))
+        .route("/v1/schemas", get(handlers::schemas))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
     Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
-        .route("/v1/tools", get(handlers::list_tools))
-        .route("/v1/schemas", get(handlers::schemas))
-        .route("/v1/execute", post(handlers::execute))
-        .route("/v1/tools/{name}/call", post(handlers::call_tool))
+        .merge(work)
+        .merge(read)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -32,7 +32,46 @@ pub struct ServerConfig {
     pub limits: Limits,
     pub defaults: ToolDefaults,
     pub http_client: HttpClientConfig,
+    pub auth: AuthConfig,
+    pub reload: ReloadConfig,
+    pub egress: EgressConfig,
+    pub breaker: BreakerConfig,
     pub shutdown: ShutdownConfig,
+}
+
+/// Bearer-token auth.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Accepted tokens (`${env:}`/`${file:}` resolved at load); empty = auth off.
+    pub tokens: Vec<String>,
+    /// Require a token for `/metrics` too.
+    pub protect_metrics: bool,
+}
+
+/// Hot reload of the tools directory.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadConfig {
+    pub watch: bool,
+    pub debounce: HumanDuration,
+}
+
+/// Egress policy of HTTP tools (CIDR lists).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressConfig {
+    pub deny: Vec<String>,
+    pub allow: Vec<String>,
+}
+
+/// Circuit breaker per backend.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerConfig {
+    /// Consecutive failures that open the breaker (0 = never).
+    pub failures: u32,
+    pub open_for: HumanDuration,
 }
 
 /// Log output format.
@@ -54,6 +93,7 @@ pub struct Limits {
     pub global_in_flight: usize,
     pub header_read_timeout: HumanDuration,
     pub request_timeout: HumanDuration,
+    pub concurrent_requests: usize,
 }
 
 /// Policy for tools that do not set their own.
@@ -129,11 +169,22 @@ impl ServerConfig {
         Ok(Self::figment_without_env(file)?.merge(env))
     }
 
-    /// Extracts and checks the configuration.
+    /// Extracts and checks the configuration; resolves `${env:}`/`${file:}` in auth tokens.
     pub fn from_figment(fig: Figment) -> Result<Self, ServerConfigError> {
-        let cfg: ServerConfig = fig
+        let mut cfg: ServerConfig = fig
             .extract()
             .map_err(|e| ServerConfigError::Invalid(flatten_figment_error(e)))?;
+        let env = |name: &str| std::env::var(name).ok();
+        let resolver = super::interpolate::Resolver {
+            env: &env,
+            base_dir: Path::new("."),
+        };
+        let mut secrets = Vec::new();
+        for token in &mut cfg.auth.tokens {
+            *token = resolver
+                .resolve_str(token, &mut secrets)
+                .map_err(|e| ServerConfigError::Invalid(format!("auth.tokens: {e}")))?;
+        }
         cfg.check()?;
         Ok(cfg)
     }
@@ -151,6 +202,7 @@ impl ServerConfig {
             ("limits.calls_per_request", l.calls_per_request),
             ("limits.request_parallelism", l.request_parallelism),
             ("limits.global_in_flight", l.global_in_flight),
+            ("limits.concurrent_requests", l.concurrent_requests),
         ] {
             if v == 0 {
                 problems.push(format!("{name} must be at least 1"));
@@ -162,6 +214,11 @@ impl ServerConfig {
         }
         if self.defaults.timeout > self.defaults.deadline {
             problems.push("defaults.timeout must not exceed defaults.deadline".to_owned());
+        }
+        for cidr in self.egress.deny.iter().chain(&self.egress.allow) {
+            if cidr.parse::<ipnet::IpNet>().is_err() {
+                problems.push(format!("egress: `{cidr}` is not a CIDR (e.g. \"10.0.0.0/8\")"));
+            }
         }
         if problems.is_empty() {
             Ok(())
