@@ -91,6 +91,9 @@ pub struct HttpSpec {
     pub headers: Vec<(String, Template)>,
     /// The request body: the arguments object, a template, or nothing.
     pub body: HttpBody,
+    /// The tool's own egress rules, added to the server's (`egress_allow`, `egress_deny`).
+    pub egress_allow: Vec<ipnet::IpNet>,
+    pub egress_deny: Vec<ipnet::IpNet>,
 }
 
 /// What an HTTP backend sends as its body.

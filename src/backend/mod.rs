@@ -5,6 +5,7 @@
 //! retry is safe. Each backend enforces the attempt's `timeout` itself, because only it knows
 //! how to stop cleanly (drop the HTTP request; TERM then KILL a process group).
 
+pub mod egress;
 pub mod http;
 pub mod subprocess;
 

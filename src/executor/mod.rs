@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::backend::egress::EgressPolicy;
 use crate::backend::http::HttpBackend;
 use crate::backend::{Attempt, BackendError, subprocess};
 use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
@@ -83,7 +84,7 @@ impl Executor {
     /// An executor with the server's limits and the shared HTTP client.
     pub fn new(config: &ServerConfig) -> Result<Self, ExecutorError> {
         Ok(Executor {
-            http: HttpBackend::new(&config.http_client)?,
+            http: HttpBackend::with_egress(&config.http_client, EgressPolicy::from_config(&config.egress))?,
             global: Arc::new(Semaphore::new(config.limits.global_in_flight)),
             limits: ExecLimits {
                 request_parallelism: config.limits.request_parallelism,
