@@ -163,6 +163,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
                 let executor = Executor::new(&config)?;
                 let state = AppState::new(config, registry, executor);
+                // Both stop with the runtime when `serve` returns.
+                let _reloader = toolwire::reload::spawn(state.clone());
+                let subreaper = toolwire::backend::reaper::start();
+                tracing::debug!(subreaper, "Escaped-process reaper started.");
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")

@@ -142,16 +142,18 @@ async fn environment_is_cleared_to_spec_env_plus_minimal_path() {
     let mut s = spec(&["echo"]);
     s.env = vec![("API_BASE".into(), "http://svc:9000".into())];
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
+    // Besides the tool's env and PATH, only the reaper's marker (documented) is set.
+    let marker = toolwire::backend::reaper::MARKER;
     assert_eq!(
         out.value["env"],
-        json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH})
+        json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH, marker: std::process::id().to_string()})
     );
 
     s.env.push(("PATH".into(), "/opt/tool/bin".into()));
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
     assert_eq!(
         out.value["env"],
-        json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin"})
+        json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin", marker: std::process::id().to_string()})
     );
 }
 

@@ -7,6 +7,7 @@
 
 pub mod egress;
 pub mod http;
+pub mod reaper;
 pub mod subprocess;
 
 use std::time::Duration;

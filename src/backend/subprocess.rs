@@ -95,6 +95,8 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
         .env_clear()
         .env("PATH", DEFAULT_PATH)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // Lets the reaper recognise descendants that escape the process group.
+        .env(super::reaper::MARKER, super::reaper::marker_value())
         .stdin(if envelope.is_some() {
             Stdio::piped()
         } else {
@@ -107,12 +109,18 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
+    let spawning = super::reaper::SPAWNING
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut child = cmd
         .spawn()
         .map_err(|e| BackendError::Spawn(format!("{}: {e}", spec.program)))?;
 
     // The group id is the child's pid (`process_group(0)`); `id()` is `Some` until it is reaped.
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let pid = child.id();
+    let _managed = pid.map(Managed::new);
+    drop(spawning);
+    let pgid = pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -184,6 +192,27 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
             value: Value::String(utf8_prefix_lossy(&stdout.kept, truncated)),
             truncated,
         }),
+    }
+}
+
+/// Registers a direct child with the reaper for as long as it lives, so the sweep leaves it to
+/// tokio; on drop (after the child was reaped) it is released and a sweep runs for anything
+/// that escaped its group.
+struct Managed(u32);
+
+impl Managed {
+    fn new(pid: u32) -> Self {
+        super::reaper::manage(pid);
+        Managed(pid)
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        super::reaper::release(self.0);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn_blocking(super::reaper::sweep);
+        }
     }
 }
 

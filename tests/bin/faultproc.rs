@@ -59,6 +59,14 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         "echo" => echo(&args),
+        // `daemon MS PIDFILE`: double-fork a grandchild that calls setsid (leaving our process
+        // group and session), writes its pid to PIDFILE and sleeps MS; we exit at once.
+        "daemon" => daemon(num(2), arg(3)),
+        "daemon-leaf" => {
+            let _ = nix::unistd::setsid();
+            let _ = std::fs::write(arg(3), std::process::id().to_string());
+            sleep_then_report(num(2))
+        }
         "invalid-json" => {
             print!("{{not json");
             ExitCode::SUCCESS
@@ -93,6 +101,35 @@ fn spawn_grandchild(ms: u64, grandchild_ms: u64) -> ExitCode {
     }
     std::thread::sleep(Duration::from_millis(ms));
     ExitCode::SUCCESS
+}
+
+#[allow(clippy::zombie_processes, reason = "the leaf is meant to escape, unreaped")]
+fn daemon(ms: u64, pidfile: &str) -> ExitCode {
+    let exe = std::env::current_exe().unwrap_or_else(|_| "faultproc".into());
+    let spawned = Command::new(exe)
+        .args(["daemon-leaf", &ms.to_string(), pidfile])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(_) => {
+            // Wait until the leaf has left our group (it writes the pid file after setsid), so
+            // the group kill that follows our exit cannot reach it.
+            for _ in 0..200 {
+                if std::fs::metadata(pidfile).is_ok_and(|m| m.len() > 0) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            println!("{}", json!({"daemonized": true}));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("faultproc: cannot spawn the daemon: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn flood(bytes: u64, which: &str) -> ExitCode {
