@@ -23,6 +23,7 @@ pub mod execute;
 pub mod executor;
 pub mod health;
 pub mod provider;
+pub mod redact;
 pub mod registry;
 pub mod reload;
 pub mod server;

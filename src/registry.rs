@@ -343,8 +343,17 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             c.error("", "has no backend: add an `http` or an `exec` table");
             None
         }
-        (Some(http), None) => check_http(http, &known_args, &mut c).map(BackendSpec::Http),
-        (None, Some(exec)) => check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec),
+        (Some(http), None) => check_http(http, &known_args, &mut c).map(|mut spec| {
+            spec.egress_allow = cidrs("egress_allow", &config.egress_allow, &mut c);
+            spec.egress_deny = cidrs("egress_deny", &config.egress_deny, &mut c);
+            BackendSpec::Http(spec)
+        }),
+        (None, Some(exec)) => {
+            if !(config.egress_allow.is_empty() && config.egress_deny.is_empty()) {
+                c.error("egress_allow", "egress rules apply to HTTP tools only");
+            }
+            check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec)
+        }
     };
 
     let default_timeout = if config.exec.is_some() {
@@ -582,6 +591,8 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         query,
         headers,
         body,
+        egress_allow: Vec::new(),
+        egress_deny: Vec::new(),
     })
 }
 
@@ -633,6 +644,23 @@ fn check_body_template(v: &Value, path: &str, known: &HashSet<String>, c: &mut C
             .for_each(|(k, v)| check_body_template(v, &format!("{path}.{k}"), known, c)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
+}
+
+fn cidrs(key: &str, values: &[String], c: &mut Checker<'_>) -> Vec<ipnet::IpNet> {
+    values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v.parse() {
+            Ok(net) => Some(net),
+            Err(_) => {
+                c.error(
+                    &format!("{key}[{i}]"),
+                    format!("`{v}` is not a CIDR, e.g. \"10.0.0.0/8\" or \"127.0.0.1/32\""),
+                );
+                None
+            }
+        })
+        .collect()
 }
 
 fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -> Option<ExecSpec> {

@@ -80,6 +80,26 @@ impl BackendSpec {
             BackendSpec::Exec(_) => "exec",
         }
     }
+
+    /// Which backend this is, for the circuit breaker: the HTTP origin (`http://host:port`, the
+    /// literal part of the URL before the path) or `exec:<program>`. Tools sharing a backend
+    /// share its breaker.
+    pub fn breaker_key(&self) -> String {
+        match self {
+            BackendSpec::Http(h) => {
+                let first = match h.url.segments.first() {
+                    Some(crate::template::Segment::Literal(s)) => s.as_str(),
+                    _ => "",
+                };
+                let (scheme, rest) = first.split_once("://").unwrap_or(("", first));
+                let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+                // Never show credentials (`user:pass@host`) in breaker names.
+                let host = authority.rsplit('@').next().unwrap_or(authority);
+                format!("{scheme}://{host}")
+            }
+            BackendSpec::Exec(e) => format!("exec:{}", e.program),
+        }
+    }
 }
 
 /// An HTTP backend.
@@ -91,6 +111,9 @@ pub struct HttpSpec {
     pub headers: Vec<(String, Template)>,
     /// The request body: the arguments object, a template, or nothing.
     pub body: HttpBody,
+    /// The tool's own egress rules, added to the server's (`egress_allow`, `egress_deny`).
+    pub egress_allow: Vec<ipnet::IpNet>,
+    pub egress_deny: Vec<ipnet::IpNet>,
 }
 
 /// What an HTTP backend sends as its body.

@@ -49,6 +49,8 @@ fn spec(method: reqwest::Method, url: &str) -> HttpSpec {
         query: vec![],
         headers: vec![],
         body: HttpBody::None,
+        egress_allow: vec![],
+        egress_deny: vec![],
     }
 }
 

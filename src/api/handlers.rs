@@ -33,7 +33,22 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
 /// `GET /v1/tools`: every tool with its description, schema, backend kind and limits.
 pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
     let reg = state.registry.load();
-    let tools: Vec<Value> = reg.tools().iter().map(|t| tool_json(t, &reg)).collect();
+    let tools: Vec<Value> = reg
+        .tools()
+        .iter()
+        .map(|t| {
+            let mut v = tool_json(t, &reg);
+            let key = t.backend.breaker_key();
+            let view = state
+                .executor
+                .breaker(&key)
+                .unwrap_or(crate::executor::breaker::BreakerView::Closed {
+                    consecutive_failures: 0,
+                });
+            v["breaker"] = json!({"backend": key, "status": view});
+            v
+        })
+        .collect();
     let reload = state.reload.lock().map(|s| s.clone()).unwrap_or_default();
     Json(json!({"version": reg.version, "reload": reload, "tools": tools}))
 }

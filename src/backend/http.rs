@@ -24,6 +24,7 @@ use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::egress::{Blocked, EgressPolicy, GuardedResolver};
 use super::{Attempt, BackendError, Output};
 use crate::config::server::HttpClientConfig;
 use crate::template::{Template, lookup};
@@ -53,6 +54,8 @@ const EXCERPT_BYTES: usize = 512;
 #[derive(Debug, Clone)]
 pub struct HttpBackend {
     client: reqwest::Client,
+    /// The global egress policy (also enforced inside the client's resolver).
+    policy: Arc<EgressPolicy>,
 }
 
 impl HttpBackend {
@@ -71,7 +74,18 @@ impl HttpBackend {
     /// - a connector layer that records whether this attempt's own connection was still being
     ///   established when a timeout hit, so such a timeout is reported as `sent: false`.
     pub fn new(cfg: &HttpClientConfig) -> Result<Self, BackendError> {
+        Self::with_egress(cfg, EgressPolicy::default())
+    }
+
+    /// [`HttpBackend::new`] with an egress policy (SSRF guard, see [`super::egress`]): the
+    /// client resolves names through [`GuardedResolver`], so the checked address is the one
+    /// connected to.
+    pub fn with_egress(cfg: &HttpClientConfig, policy: EgressPolicy) -> Result<Self, BackendError> {
+        let policy = Arc::new(policy);
         let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: Arc::clone(&policy),
+            }))
             .connect_timeout(cfg.connect_timeout.0)
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -81,7 +95,46 @@ impl HttpBackend {
             .connector_layer(ConnectProbeLayer)
             .build()
             .map_err(|e| BackendError::InvalidArgument(format!("cannot build the HTTP client: {}", describe(e))))?;
-        Ok(HttpBackend { client })
+        Ok(HttpBackend { client, policy })
+    }
+
+    /// Checks the destination before sending: IP literals (which skip the resolver) against the
+    /// global and the tool's rules, host names against the tool's own rules when it has any.
+    async fn check_egress(&self, spec: &HttpSpec, url: &Url, timeout: Duration) -> Result<(), BackendError> {
+        let tool_rules = !(spec.egress_allow.is_empty() && spec.egress_deny.is_empty());
+        let policy = if tool_rules {
+            self.policy.with_rules(&spec.egress_allow, &spec.egress_deny)
+        } else {
+            (*self.policy).clone()
+        };
+        let port = url.port_or_known_default().unwrap_or(80);
+        let blocked = |b: Blocked| BackendError::Blocked(format!("{b}; this destination is not allowed for tools"));
+        let Some(host) = url.host_str() else {
+            return Ok(());
+        };
+        let literal = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>();
+        match literal {
+            Ok(ip) => policy.check(host, &[ip]).map_err(blocked),
+            Err(_) if tool_rules => {
+                let lookup = tokio::net::lookup_host((host, port));
+                let addrs: Vec<std::net::IpAddr> = match tokio::time::timeout(timeout, lookup).await {
+                    Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
+                    Ok(Err(e)) => return Err(BackendError::Connect(format!("cannot resolve {host}: {e}"))),
+                    Err(_) => {
+                        return Err(BackendError::Timeout {
+                            timeout,
+                            sent: false,
+                            signal: None,
+                        });
+                    }
+                };
+                policy.check(host, &addrs).map_err(blocked)
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// Runs one attempt: builds the request from `spec` and the attempt's arguments, sends it,
@@ -89,6 +142,7 @@ impl HttpBackend {
     pub async fn call(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
         let request = self.build_request(spec, attempt)?;
         let timeout = attempt.timeout;
+        self.check_egress(spec, request.url(), timeout).await?;
         let deadline = Instant::now() + timeout;
         let probe = Arc::new(ConnectProbe::default());
 
@@ -427,6 +481,13 @@ fn decode_body(status: StatusCode, is_json: bool, buf: Vec<u8>, cap: usize) -> R
 
 /// Maps a failure before the response head arrived.
 fn classify_send_error(e: reqwest::Error, probe: &ConnectProbe, timeout: Duration) -> BackendError {
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        if let Some(b) = s.downcast_ref::<Blocked>() {
+            return BackendError::Blocked(format!("{b}; this destination is not allowed for tools"));
+        }
+        source = s.source();
+    }
     if e.is_connect() {
         // Connect (and DNS) failures happen before anything is written.
         if e.is_timeout() {
@@ -561,6 +622,8 @@ mod tests {
             query: vec![],
             headers: vec![],
             body: HttpBody::None,
+            egress_allow: vec![],
+            egress_deny: vec![],
         }
     }
 

@@ -5,6 +5,7 @@
 //! retry is safe. Each backend enforces the attempt's `timeout` itself, because only it knows
 //! how to stop cleanly (drop the HTTP request; TERM then KILL a process group).
 
+pub mod egress;
 pub mod http;
 pub mod subprocess;
 
@@ -87,6 +88,9 @@ pub enum BackendError {
     /// The egress policy refused the destination.
     #[error("{0}")]
     Blocked(String),
+    /// The backend's circuit breaker is open: failing fast without trying.
+    #[error("the backend is failing and is being given time to recover")]
+    Unavailable { retry_after: Duration },
 }
 
 impl BackendError {
@@ -109,7 +113,8 @@ impl BackendError {
             | BackendError::InvalidArgument(_)
             | BackendError::Signaled { .. }
             | BackendError::InvalidOutput(_)
-            | BackendError::Blocked(_) => false,
+            | BackendError::Blocked(_)
+            | BackendError::Unavailable { .. } => false,
         }
     }
 
@@ -117,6 +122,7 @@ impl BackendError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             BackendError::Status { retry_after, .. } => *retry_after,
+            BackendError::Unavailable { retry_after } => Some(*retry_after),
             _ => None,
         }
     }
@@ -175,6 +181,9 @@ impl BackendError {
                 false,
                 "This destination is not allowed; do not retry.",
             ),
+            BackendError::Unavailable { .. } => {
+                (ErrorKind::BackendUnavailable, true, "Try again after `retry_after_ms`.")
+            }
         };
         let mut message = format!("{self}. {advice}");
         match self {
@@ -199,6 +208,9 @@ impl BackendError {
             BackendError::NonzeroExit { code, .. } => err.exit_code = Some(*code),
             BackendError::Signaled { signal, .. } => err.signal = Some(signal.clone()),
             BackendError::Timeout { signal, .. } => err.signal.clone_from(signal),
+            BackendError::Unavailable { retry_after } => {
+                err.retry_after_ms = Some(u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX));
+            }
             _ => {}
         }
         err

@@ -50,6 +50,12 @@ pub struct ToolConfig {
     pub kill_grace: Option<String>,
     pub http: Option<HttpConfig>,
     pub exec: Option<ExecConfig>,
+    /// HTTP tools: CIDRs this tool may reach even if the server denies them.
+    #[serde(default)]
+    pub egress_allow: Vec<String>,
+    /// HTTP tools: CIDRs this tool may not reach, on top of the server's denials.
+    #[serde(default)]
+    pub egress_deny: Vec<String>,
 }
 
 /// Keys of [`ToolConfig`].
@@ -69,6 +75,8 @@ pub const TOOL_KEYS: &[&str] = &[
     "kill_grace",
     "http",
     "exec",
+    "egress_allow",
+    "egress_deny",
 ];
 
 /// `retry = { max_attempts, backoff, max_backoff }`.
@@ -145,7 +153,8 @@ mod tests {
             "max_output_bytes": 1, "max_read_bytes": 1, "kill_grace": "1s",
             "retry": {"max_attempts": 1, "backoff": "1s", "max_backoff": "1s"},
             "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {}},
-            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"}
+            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"},
+            "egress_allow": [], "egress_deny": []
         });
         let obj = v.as_object().unwrap();
         assert_eq!(obj.len(), TOOL_KEYS.len());

@@ -3,6 +3,7 @@
 //! return exactly one [`ToolResult`] per call, in call order, whatever happens (unknown tool,
 //! bad arguments, timeouts, rejection, cancellation, even a panic inside one call).
 
+pub mod breaker;
 pub mod output;
 pub mod retry;
 pub mod validate;
@@ -19,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::backend::egress::EgressPolicy;
 use crate::backend::http::HttpBackend;
 use crate::backend::{Attempt, BackendError, subprocess};
 use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
@@ -59,6 +61,7 @@ pub struct Executor {
     global: Arc<Semaphore>,
     limits: ExecLimits,
     jitter: Arc<dyn Jitter>,
+    breakers: Arc<breaker::Breakers>,
 }
 
 /// Why the executor could not be built.
@@ -83,7 +86,7 @@ impl Executor {
     /// An executor with the server's limits and the shared HTTP client.
     pub fn new(config: &ServerConfig) -> Result<Self, ExecutorError> {
         Ok(Executor {
-            http: HttpBackend::new(&config.http_client)?,
+            http: HttpBackend::with_egress(&config.http_client, EgressPolicy::from_config(&config.egress))?,
             global: Arc::new(Semaphore::new(config.limits.global_in_flight)),
             limits: ExecLimits {
                 request_parallelism: config.limits.request_parallelism,
@@ -91,6 +94,7 @@ impl Executor {
                 request_timeout: config.limits.request_timeout.0,
             },
             jitter: Arc::new(RandomJitter),
+            breakers: breaker::Breakers::new(config.breaker.failures, config.breaker.open_for.0),
         })
     }
 
@@ -98,6 +102,11 @@ impl Executor {
     pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> Self {
         self.jitter = jitter;
         self
+    }
+
+    /// The breaker state of a backend (`None` until it has seen traffic).
+    pub fn breaker(&self, key: &str) -> Option<breaker::BreakerView> {
+        self.breakers.view(key)
     }
 
     /// Tool calls currently holding a global in-flight slot.
@@ -173,6 +182,14 @@ impl Executor {
         .instrument(span.clone())
         .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let outcome = match outcome {
+            Outcome::Err(mut e) => {
+                // Backend error bodies and stderr can echo tokens or state; neither may reach the model.
+                crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut e);
+                Outcome::Err(e)
+            }
+            ok @ Outcome::Ok(_) => ok,
+        };
         let result = ToolResult {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -229,6 +246,8 @@ impl Executor {
         };
         let args = &args;
         let key = key.as_str();
+        let backend_key = tool.backend.breaker_key();
+        let backend_key = backend_key.as_str();
         let outcome = retry::run(budget, self.jitter.as_ref(), |n, timeout| async move {
             let attempt = Attempt {
                 call_id: call.id.as_deref(),
@@ -239,10 +258,16 @@ impl Executor {
                 timeout,
                 policy: &tool.policy,
             };
-            match &tool.backend {
+            let admission = self
+                .breakers
+                .admit(backend_key)
+                .map_err(|retry_after| BackendError::Unavailable { retry_after })?;
+            let result = match &tool.backend {
                 BackendSpec::Http(spec) => self.http.call(spec, &attempt).await,
                 BackendSpec::Exec(spec) => subprocess::call(spec, &attempt).await,
-            }
+            };
+            admission.record(result.as_ref().map(|_| ()));
+            result
         })
         .await;
         match outcome.result {
