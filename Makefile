@@ -38,3 +38,9 @@ check-config: build
 
 ## What CI runs.
 ci: fmt-check lint test check-config
+
+## Run the agent-loop examples (examples/python, examples/typescript) for openai_chat, anthropic
+## and gemini against a fresh server and example app on free 127.0.0.1 ports; all torn down after.
+.PHONY: examples-test
+examples-test: build
+	scripts/examples-test.sh
