@@ -61,8 +61,10 @@ pub async fn reload_now(state: &AppState) -> Reloaded {
         Ok(Ok(registry)) => {
             status.last_error = None;
             if registry.version == state.registry.load().version {
+                crate::telemetry::metrics::reload("unchanged", registry.len());
                 return Reloaded::Unchanged;
             }
+            crate::telemetry::metrics::reload("swapped", registry.len());
             let version = registry.version.clone();
             for w in &registry.warnings {
                 tracing::warn!(%w, "Tool definition warning.");
@@ -82,6 +84,7 @@ pub async fn reload_now(state: &AppState) -> Reloaded {
                 tracing::error!(error = %e, "Reload rejected; keeping the last good tools.");
             }
             status.failures += 1;
+            crate::telemetry::metrics::reload("rejected", state.registry.load().len());
             let n = errors.len();
             status.last_error = Some(errors);
             Reloaded::Rejected { errors: n }

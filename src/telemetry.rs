@@ -18,3 +18,113 @@ pub fn init(filter: &str, format: LogFormat) {
         LogFormat::Pretty => builder.try_init(),
     };
 }
+
+/// Prometheus metrics. One global recorder per process (the first server installs it; later
+/// servers in the same process, e.g. in tests, share it).
+pub mod metrics {
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+    /// Latency buckets in seconds: from a fast loopback call to a long tool deadline.
+    const BUCKETS: &[f64] = &[
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ];
+
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+    /// Installs the recorder on first use; `None` if another recorder was installed first.
+    pub fn handle() -> Option<&'static PrometheusHandle> {
+        HANDLE
+            .get_or_init(|| {
+                let builder = PrometheusBuilder::new().set_buckets(BUCKETS).ok()?;
+                let handle = builder.install_recorder().ok()?;
+                describe();
+                Some(handle)
+            })
+            .as_ref()
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render() -> String {
+        handle().map(PrometheusHandle::render).unwrap_or_default()
+    }
+
+    fn describe() {
+        use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+        describe_counter!(
+            "toolwire_http_requests_total",
+            "HTTP requests by route, method and status."
+        );
+        describe_histogram!(
+            "toolwire_http_request_duration_seconds",
+            Unit::Seconds,
+            "HTTP request latency by route."
+        );
+        describe_counter!(
+            "toolwire_tool_calls_total",
+            "Tool calls by tool and outcome (ok or the error kind)."
+        );
+        describe_histogram!(
+            "toolwire_tool_call_duration_seconds",
+            Unit::Seconds,
+            "Tool call latency by tool, all attempts included."
+        );
+        describe_counter!(
+            "toolwire_tool_attempts_total",
+            "Backend attempts by tool (retries included)."
+        );
+        describe_gauge!("toolwire_tool_calls_in_flight", "Tool calls running now.");
+        describe_counter!(
+            "toolwire_rejected_total",
+            "Work refused: `shed` (503 overload) or `admission` (no concurrency slot)."
+        );
+        describe_gauge!(
+            "toolwire_breaker_open",
+            "1 while a backend's circuit breaker is open or half-open, else 0."
+        );
+        describe_counter!(
+            "toolwire_reloads_total",
+            "Tool set reloads by result (swapped, unchanged, rejected)."
+        );
+        describe_gauge!("toolwire_tools_loaded", "Tools in the active set.");
+    }
+
+    /// Records one finished HTTP request.
+    pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
+        metrics::counter!("toolwire_http_requests_total", "route" => route.to_owned(), "method" => method.to_owned(), "status" => status.to_string()).increment(1);
+        metrics::histogram!("toolwire_http_request_duration_seconds", "route" => route.to_owned())
+            .record(elapsed.as_secs_f64());
+    }
+
+    /// Records one finished tool call.
+    pub fn tool_call(tool: &str, outcome: &str, attempts: u32, elapsed: Duration) {
+        metrics::counter!("toolwire_tool_calls_total", "tool" => tool.to_owned(), "outcome" => outcome.to_owned())
+            .increment(1);
+        metrics::counter!("toolwire_tool_attempts_total", "tool" => tool.to_owned()).increment(u64::from(attempts));
+        metrics::histogram!("toolwire_tool_call_duration_seconds", "tool" => tool.to_owned())
+            .record(elapsed.as_secs_f64());
+    }
+
+    /// Moves the in-flight gauge.
+    pub fn in_flight(delta: f64) {
+        metrics::gauge!("toolwire_tool_calls_in_flight").increment(delta);
+    }
+
+    /// Counts refused work.
+    pub fn rejected(reason: &'static str) {
+        metrics::counter!("toolwire_rejected_total", "reason" => reason).increment(1);
+    }
+
+    /// Sets a breaker's gauge.
+    pub fn breaker(backend: &str, open: bool) {
+        metrics::gauge!("toolwire_breaker_open", "backend" => backend.to_owned()).set(if open { 1.0 } else { 0.0 });
+    }
+
+    /// Counts a reload.
+    pub fn reload(result: &'static str, tools: usize) {
+        metrics::counter!("toolwire_reloads_total", "result" => result).increment(1);
+        metrics::gauge!("toolwire_tools_loaded").set(tools as f64);
+    }
+}

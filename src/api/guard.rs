@@ -65,6 +65,7 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
 /// 503 with `Retry-After` at once instead of queueing.
 pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
     let Ok(permit) = Arc::clone(&state.work_slots).try_acquire_owned() else {
+        crate::telemetry::metrics::rejected("shed");
         return Err(ApiError::Overloaded);
     };
     let resp = next.run(req).await;

@@ -171,3 +171,14 @@ pub(super) async fn call_tool(
     .await;
     Ok(Json(result))
 }
+
+/// `GET /metrics`: Prometheus text format.
+pub(super) async fn metrics() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::telemetry::metrics::render(),
+    )
+}

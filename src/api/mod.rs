@@ -4,6 +4,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 mod handlers;
+mod observe;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,8 @@ pub struct AppState {
 impl AppState {
     /// State around a loaded registry.
     pub fn new(config: ServerConfig, registry: Registry, executor: Executor) -> Self {
+        let _ = crate::telemetry::metrics::handle();
+        crate::telemetry::metrics::reload("initial", registry.len());
         AppState {
             registry: Arc::new(ArcSwap::from_pointee(registry)),
             work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
@@ -65,6 +68,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/schemas"),
     ("POST", "/v1/execute"),
     ("POST", "/v1/tools/{name}/call"),
+    ("GET", "/metrics"),
 ];
 
 /// The router with every route and the error fallbacks.
@@ -80,14 +84,20 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tools", get(handlers::list_tools))
         .route("/v1/schemas", get(handlers::schemas))
         .layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
+    let mut metrics = Router::new().route("/metrics", get(handlers::metrics));
+    if state.config.auth.protect_metrics {
+        metrics = metrics.layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
+    }
     Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .merge(work)
         .merge(read)
+        .merge(metrics)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(observe::observe))
         .with_state(state)
 }
 

@@ -111,7 +111,7 @@ impl Breakers {
     fn settle(&self, key: &str, failed: bool) {
         let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
         let state = states.entry(key.to_owned()).or_insert(State::Closed { failures: 0 });
-        *state = match (*state, failed) {
+        let next = match (*state, failed) {
             (_, false) => State::Closed { failures: 0 },
             (State::Closed { failures }, true) if failures + 1 < self.threshold => {
                 State::Closed { failures: failures + 1 }
@@ -127,6 +127,8 @@ impl Breakers {
                 }
             }
         };
+        crate::telemetry::metrics::breaker(key, !matches!(next, State::Closed { .. }));
+        *state = next;
     }
 }
 

@@ -166,6 +166,7 @@ impl Executor {
         request_slots: Arc<Semaphore>,
     ) -> ToolResult {
         let started = Instant::now();
+        let _in_flight = InFlight::enter();
         let span =
             tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work =
@@ -199,10 +200,14 @@ impl Executor {
             attempts,
             duration_ms,
         };
+        let outcome_label = result.error().map_or("ok", |e| e.kind.as_str());
         span.in_scope(|| {
-            let outcome = result.error().map_or("ok", |e| e.kind.as_str());
-            tracing::info!(outcome, attempts, duration_ms, "Tool call finished.");
+            tracing::info!(outcome = outcome_label, attempts, duration_ms, "Tool call finished.");
         });
+        crate::telemetry::metrics::tool_call(&call.name, outcome_label, attempts, started.elapsed());
+        if outcome_label == "rejected" {
+            crate::telemetry::metrics::rejected("admission");
+        }
         result
     }
 
@@ -348,5 +353,21 @@ fn inject(tool: &Tool, state: &Value, args: &mut Map<String, Value>) {
         if let Some(v) = cur.filter(|v| !v.is_null()) {
             args.insert(key.clone(), v.clone());
         }
+    }
+}
+
+/// Keeps the in-flight gauge right even when a call's future is dropped.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> Self {
+        crate::telemetry::metrics::in_flight(1.0);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        crate::telemetry::metrics::in_flight(-1.0);
     }
 }
