@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Arguments, ToolCall, ToolResult};
-use crate::executor::{Batch, ExecOptions, Executor};
+use crate::executor::{Batch, EventSink, ExecOptions, Executor};
 use crate::provider::{ParseError, Parsed, Provider, detect};
 use crate::registry::Registry;
 
@@ -111,6 +111,19 @@ pub async fn run(
     req: &ExecuteRequest,
     cancel: &CancellationToken,
 ) -> ExecuteResponse {
+    run_with_events(executor, registry, provider, parsed, req, cancel, None).await
+}
+
+/// [`run`], reporting progress to `events` as it happens (streaming responses).
+pub async fn run_with_events(
+    executor: &Executor,
+    registry: &Registry,
+    provider: Provider,
+    parsed: Parsed,
+    req: &ExecuteRequest,
+    cancel: &CancellationToken,
+    events: Option<&EventSink>,
+) -> ExecuteResponse {
     let request_id = new_request_id();
     let batch = Batch {
         calls: &parsed.calls,
@@ -118,6 +131,7 @@ pub async fn run(
         options: &req.options,
         request_id: &request_id,
         cancel,
+        events,
     };
     let results = executor.execute(registry, &batch).await;
     let messages = provider.format(&parsed, &results);
@@ -153,6 +167,7 @@ pub async fn call_tool(
         options: &options,
         request_id: &request_id,
         cancel,
+        events: None,
     };
     let mut results = executor.execute(registry, &batch).await;
     results.pop().unwrap_or_else(|| {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::extract::ApiJson;
 use super::{ApiError, AppState};
 use crate::call::ToolResult;
-use crate::execute::{self, ExecuteError, ExecuteRequest, ExecuteResponse};
+use crate::execute::{self, ExecuteError, ExecuteRequest};
 use crate::provider::{DeclareOptions, Provider};
 use crate::registry::{Registry, ToolFilter};
 use crate::tool::Tool;
@@ -126,16 +126,25 @@ pub(super) async fn schemas(
 }
 
 /// `POST /v1/execute`: run every tool call of a raw completion; answer with the results and the
-/// provider-native messages to append.
+/// provider-native messages to append. With `Accept: text/event-stream` (SSE) or
+/// `application/x-ndjson` the answer is a stream of progress events ending with a `response`
+/// event that holds exactly the non-streaming body.
 pub(super) async fn execute(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     ApiJson(req): ApiJson<ExecuteRequest>,
-) -> Result<Json<ExecuteResponse>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse as _;
     let (provider, parsed) = execute::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
     // One snapshot for the whole request: a reload meanwhile does not change its tools.
     let registry = state.registry.load_full();
-    let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
-    Ok(Json(resp))
+    match super::stream::wanted(&headers) {
+        None => {
+            let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
+            Ok(Json(resp).into_response())
+        }
+        Some(format) => Ok(super::stream::respond(state, registry, provider, parsed, req, format)),
+    }
 }
 
 /// Body of `POST /v1/tools/{name}/call`.

@@ -5,6 +5,7 @@ pub mod extract;
 pub mod guard;
 mod handlers;
 mod observe;
+pub mod stream;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};

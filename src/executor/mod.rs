@@ -78,8 +78,47 @@ pub struct Batch<'a> {
     pub options: &'a ExecOptions,
     /// Prefix of every call's `Idempotency-Key`.
     pub request_id: &'a str,
-    /// Cancelled on server shutdown: unfinished calls end as `rejected`.
+    /// Cancelled on server shutdown (and when a streaming client goes away): unfinished calls
+    /// end as `rejected` and their work is dropped (process groups killed, requests aborted).
     pub cancel: &'a CancellationToken,
+    /// Where progress events go, for streaming responses. At most `calls × (max_attempts + 2)`
+    /// events per request, so the channel is bounded by the request itself.
+    pub events: Option<&'a EventSink>,
+}
+
+/// Receives [`ExecEvent`]s as they happen.
+pub type EventSink = tokio::sync::mpsc::UnboundedSender<ExecEvent>;
+
+/// Progress of a batch, in the order things happen (streaming responses).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ExecEvent {
+    /// A call began (before argument checks and admission).
+    CallStarted {
+        index: usize,
+        id: Option<String>,
+        name: String,
+    },
+    /// An attempt failed and another one follows after `retry_in_ms`.
+    AttemptFailed {
+        index: usize,
+        id: Option<String>,
+        name: String,
+        attempt: u32,
+        error: ToolError,
+        retry_in_ms: u64,
+    },
+    /// A call ended; `result` is exactly its entry of `results`.
+    CallFinished { index: usize, result: ToolResult },
+}
+
+impl Batch<'_> {
+    fn emit(&self, event: ExecEvent) {
+        if let Some(sink) = self.events {
+            // A closed receiver means the client left; cancellation handles that.
+            let _ = sink.send(event);
+        }
+    }
 }
 
 impl Executor {
@@ -167,6 +206,11 @@ impl Executor {
     ) -> ToolResult {
         let started = Instant::now();
         let _in_flight = InFlight::enter();
+        batch.emit(ExecEvent::CallStarted {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
         let span =
             tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work =
@@ -208,6 +252,10 @@ impl Executor {
         if outcome_label == "rejected" {
             crate::telemetry::metrics::rejected("admission");
         }
+        batch.emit(ExecEvent::CallFinished {
+            index,
+            result: result.clone(),
+        });
         result
     }
 
@@ -239,6 +287,18 @@ impl Executor {
             batch.request_id,
             call.id.clone().unwrap_or_else(|| format!("#{index}"))
         );
+        let on_retry = |attempt: u32, err: &BackendError, delay: Duration| {
+            let mut error = err.to_tool_error();
+            crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut error);
+            batch.emit(ExecEvent::AttemptFailed {
+                index,
+                id: call.id.clone(),
+                name: call.name.clone(),
+                attempt,
+                error,
+                retry_in_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            });
+        };
         let budget = RetryBudget {
             policy: &tool.policy.retry,
             timeout: tool.policy.timeout,
@@ -248,6 +308,7 @@ impl Executor {
                 BackendSpec::Exec(_) => tool.policy.kill_grace + Duration::from_secs(2),
                 BackendSpec::Http(_) => Duration::ZERO,
             },
+            on_retry: batch.events.is_some().then_some(&on_retry as retry::OnRetry<'_>),
         };
         let args = &args;
         let key = key.as_str();

@@ -50,8 +50,11 @@ pub fn backoff_delay(policy: &RetryPolicy, retry: u32, jitter: &dyn Jitter) -> D
     cap.mul_f64(jitter.unit().clamp(0.0, 1.0))
 }
 
+/// Called before each backoff sleep with the attempt that failed, its error and the delay.
+pub type OnRetry<'a> = &'a (dyn Fn(u32, &BackendError, Duration) + Sync);
+
 /// What the loop needs to know about the call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct RetryBudget<'a> {
     pub policy: &'a RetryPolicy,
     /// Per-attempt timeout.
@@ -62,6 +65,8 @@ pub struct RetryBudget<'a> {
     /// Extra time an attempt may take after its timeout to stop cleanly (subprocess kill
     /// grace); the outer safety timer allows for it.
     pub stop_grace: Duration,
+    /// Observer of failed attempts that will be retried (streaming `attempt_failed` events).
+    pub on_retry: Option<OnRetry<'a>>,
 }
 
 /// The outcome of the loop: the output or the final error, and attempts made.
@@ -135,6 +140,9 @@ where
             };
         }
         tracing::debug!(attempt = n, delay_ms = delay.as_millis() as u64, error = %err, "Retrying tool call.");
+        if let Some(on_retry) = budget.on_retry {
+            on_retry(n, &err, delay);
+        }
         tokio::time::sleep(delay).await;
     }
 }
@@ -183,6 +191,7 @@ mod tests {
             idempotent: false,
             deadline: Instant::now() + deadline,
             stop_grace: Duration::ZERO,
+            on_retry: None,
         }
     }
 
