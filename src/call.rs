@@ -217,6 +217,9 @@ pub struct ToolResult {
     /// Backend attempts made (0 when the call never reached a backend).
     pub attempts: u32,
     pub duration_ms: u64,
+    /// The result was stored from an earlier run of the same call and returned again instead
+    /// of executing twice (replay-safe execution).
+    pub replayed: bool,
 }
 
 impl ToolResult {
@@ -230,6 +233,7 @@ impl ToolResult {
             truncated: false,
             attempts: 1,
             duration_ms: 0,
+            replayed: false,
         }
     }
 
@@ -243,6 +247,7 @@ impl ToolResult {
             truncated: false,
             attempts: 0,
             duration_ms: 0,
+            replayed: false,
         }
     }
 
@@ -288,6 +293,9 @@ impl Serialize for ToolResult {
         }
         if self.truncated {
             map.serialize_entry("truncated", &true)?;
+        }
+        if self.replayed {
+            map.serialize_entry("replayed", &true)?;
         }
         map.serialize_entry("attempts", &self.attempts)?;
         map.serialize_entry("duration_ms", &self.duration_ms)?;

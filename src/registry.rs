@@ -388,6 +388,12 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
     if backoff > max_backoff {
         c.error("retry.backoff", "must not exceed `retry.max_backoff`");
     }
+    if config.replay == Some(false) && config.idempotent != Some(true) {
+        c.error(
+            "replay",
+            "only idempotent tools may opt out of replay (set `idempotent = true`, or remove `replay = false`)",
+        );
+    }
     if config.concurrency == Some(0) {
         c.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
     }
@@ -442,6 +448,7 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             timeout,
             deadline,
             idempotent: config.idempotent.unwrap_or(false),
+            replay: config.replay.unwrap_or(true),
             retry: RetryPolicy {
                 max_attempts,
                 backoff,

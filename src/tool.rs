@@ -40,6 +40,8 @@ pub struct Policy {
     pub deadline: Duration,
     /// May a failure after the request was sent be retried?
     pub idempotent: bool,
+    /// Are repeats of a call answered from the replay store?
+    pub replay: bool,
     pub retry: RetryPolicy,
     /// Most calls of this tool in flight at once (`None`: only the global cap applies).
     pub concurrency: Option<usize>,

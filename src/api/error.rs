@@ -39,6 +39,8 @@ pub enum ApiError {
     TooManyCalls(String),
     #[error("{0}")]
     DuplicateCallId(String),
+    #[error("this Idempotency-Key was used with a different request body")]
+    IdempotencyKeyReused,
     #[error("tool `{0}` does not exist")]
     UnknownTool(String),
     #[error("the server is not ready: {0}")]
@@ -75,6 +77,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
             ApiError::TooManyCalls(_) => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_calls"),
             ApiError::DuplicateCallId(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_call_id"),
+            ApiError::IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
             ApiError::UnknownTool(_) => (StatusCode::NOT_FOUND, "unknown_tool"),
             ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),

@@ -140,8 +140,54 @@ pub(super) async fn execute(
     let registry = state.registry.load_full();
     match super::stream::wanted(&headers) {
         None => {
+            let key = headers
+                .get("idempotency-key")
+                .map(|v| v.to_str().unwrap_or_default().to_owned());
+            let Some(key) = key else {
+                let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
+                return Ok(Json(resp).into_response());
+            };
+            if key.is_empty() || key.len() > super::idempotency::MAX_KEY_LEN {
+                return Err(ApiError::InvalidRequest(format!(
+                    "Idempotency-Key must be 1 to {} visible ASCII characters",
+                    super::idempotency::MAX_KEY_LEN
+                )));
+            }
+            let digest = super::idempotency::body_digest(&json!({
+                "provider": req.provider, "completion": req.completion, "state": req.state,
+                "options": format!("{:?}", req.options),
+            }));
+            let keys = &state.request_keys;
+            loop {
+                match keys.claim(&key, &digest) {
+                    super::idempotency::KeyClaim::Mismatch => return Err(ApiError::IdempotencyKeyReused),
+                    super::idempotency::KeyClaim::Done(v) => {
+                        return Ok(Json(super::idempotency::mark_replayed(v)).into_response());
+                    }
+                    super::idempotency::KeyClaim::InFlight(mut rx) => {
+                        let waited = tokio::time::timeout(state.config.limits.request_timeout.0, rx.changed()).await;
+                        if let (Ok(Ok(())), Some(v)) = (waited, rx.borrow().clone()) {
+                            return Ok(Json(super::idempotency::mark_replayed(v)).into_response());
+                        }
+                    }
+                    super::idempotency::KeyClaim::Fresh => break,
+                }
+            }
+            // Released if this handler is dropped (client gone) before it stores a response.
+            struct Release<'a>(&'a super::idempotency::RequestKeys, &'a str, bool);
+            impl Drop for Release<'_> {
+                fn drop(&mut self) {
+                    if !self.2 {
+                        self.0.abandon(self.1);
+                    }
+                }
+            }
+            let mut release = Release(keys, &key, false);
             let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
-            Ok(Json(resp).into_response())
+            let value = serde_json::to_value(&resp).map_err(|e| ApiError::Internal(e.to_string()))?;
+            keys.complete(&key, &value);
+            release.2 = true;
+            Ok(Json(value).into_response())
         }
         Some(format) => Ok(super::stream::respond(state, registry, provider, parsed, req, format)),
     }

@@ -4,6 +4,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 mod handlers;
+pub mod idempotency;
 mod observe;
 pub mod stream;
 
@@ -40,6 +41,8 @@ pub struct AppState {
     pub work_slots: Arc<Semaphore>,
     pub tokens: Arc<guard::Tokens>,
     pub reload: crate::reload::SharedStatus,
+    /// Recent `Idempotency-Key`s of execute requests.
+    pub request_keys: Arc<idempotency::RequestKeys>,
 }
 
 impl AppState {
@@ -51,6 +54,10 @@ impl AppState {
             registry: Arc::new(ArcSwap::from_pointee(registry)),
             work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
             tokens: Arc::new(guard::Tokens::new(&config.auth.tokens)),
+            request_keys: Arc::new(idempotency::RequestKeys::new(
+                config.replay.ttl.0,
+                config.replay.max_entries,
+            )),
             config: Arc::new(config),
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),

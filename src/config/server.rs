@@ -36,7 +36,18 @@ pub struct ServerConfig {
     pub reload: ReloadConfig,
     pub egress: EgressConfig,
     pub breaker: BreakerConfig,
+    pub replay: ReplayConfig,
     pub shutdown: ShutdownConfig,
+}
+
+/// Replay-safe execution.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    pub enabled: bool,
+    pub ttl: HumanDuration,
+    pub max_entries: usize,
+    pub max_bytes: usize,
 }
 
 /// Bearer-token auth.

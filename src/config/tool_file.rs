@@ -56,6 +56,8 @@ pub struct ToolConfig {
     /// HTTP tools: CIDRs this tool may not reach, on top of the server's denials.
     #[serde(default)]
     pub egress_deny: Vec<String>,
+    /// `false` opts an idempotent (read-only) tool out of replay: every repeat runs again.
+    pub replay: Option<bool>,
 }
 
 /// Keys of [`ToolConfig`].
@@ -77,6 +79,7 @@ pub const TOOL_KEYS: &[&str] = &[
     "exec",
     "egress_allow",
     "egress_deny",
+    "replay",
 ];
 
 /// `retry = { max_attempts, backoff, max_backoff }`.
@@ -154,7 +157,7 @@ mod tests {
             "retry": {"max_attempts": 1, "backoff": "1s", "max_backoff": "1s"},
             "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {}},
             "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"},
-            "egress_allow": [], "egress_deny": []
+            "egress_allow": [], "egress_deny": [], "replay": true
         });
         let obj = v.as_object().unwrap();
         assert_eq!(obj.len(), TOOL_KEYS.len());

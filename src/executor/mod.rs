@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod output;
+pub mod replay;
 pub mod retry;
 pub mod validate;
 
@@ -62,6 +63,8 @@ pub struct Executor {
     limits: ExecLimits,
     jitter: Arc<dyn Jitter>,
     breakers: Arc<breaker::Breakers>,
+    /// Where results are kept for replay-safe execution (`None` when disabled).
+    replay: Option<Arc<dyn replay::ReplayStore>>,
 }
 
 /// Why the executor could not be built.
@@ -134,7 +137,20 @@ impl Executor {
             },
             jitter: Arc::new(RandomJitter),
             breakers: breaker::Breakers::new(config.breaker.failures, config.breaker.open_for.0),
+            replay: config.replay.enabled.then(|| {
+                Arc::new(replay::MemoryStore::new(
+                    config.replay.ttl.0,
+                    config.replay.max_entries,
+                    config.replay.max_bytes,
+                )) as Arc<dyn replay::ReplayStore>
+            }),
         })
+    }
+
+    /// Replaces the replay store (e.g. with one shared by several replicas).
+    pub fn with_replay_store(mut self, store: Option<Arc<dyn replay::ReplayStore>>) -> Self {
+        self.replay = store;
+        self
     }
 
     /// Replaces the jitter source (tests pin it).
@@ -215,13 +231,13 @@ impl Executor {
             tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work =
             AssertUnwindSafe(self.run_checked(registry, batch, call, index, deadline, request_slots)).catch_unwind();
-        let (outcome, truncated, attempts) = async {
+        let (outcome, truncated, attempts, replayed) = async {
             tokio::select! {
                 r = work => match r {
                     Ok(r) => r,
-                    Err(_) => (Outcome::Err(ToolError::new(ErrorKind::Internal, "The tool runner failed unexpectedly on this call. Try again later.", true)), false, 0),
+                    Err(_) => (Outcome::Err(ToolError::new(ErrorKind::Internal, "The tool runner failed unexpectedly on this call. Try again later.", true)), false, 0, false),
                 },
-                () = batch.cancel.cancelled() => (Outcome::Err(ToolError::new(ErrorKind::Rejected, "The server is shutting down; the call was stopped. Try again.", true)), false, 0),
+                () = batch.cancel.cancelled() => (Outcome::Err(ToolError::new(ErrorKind::Rejected, "The server is shutting down; the call was stopped. Try again.", true)), false, 0, false),
             }
         }
         .instrument(span.clone())
@@ -243,6 +259,7 @@ impl Executor {
             truncated,
             attempts,
             duration_ms,
+            replayed,
         };
         let outcome_label = result.error().map_or("ok", |e| e.kind.as_str());
         span.in_scope(|| {
@@ -259,6 +276,8 @@ impl Executor {
         result
     }
 
+    /// Checks the call, answers repeats from the replay store, and runs the rest.
+    /// Returns (outcome, truncated, attempts, replayed).
     async fn run_checked(
         &self,
         registry: &Registry,
@@ -267,15 +286,79 @@ impl Executor {
         index: usize,
         request_deadline: Instant,
         request_slots: Arc<Semaphore>,
-    ) -> (Outcome, bool, u32) {
+    ) -> (Outcome, bool, u32, bool) {
         let tool = match self.lookup(registry, batch.options, &call.name) {
             Ok(t) => t,
-            Err(e) => return (Outcome::Err(e), false, 0),
+            Err(e) => return (Outcome::Err(e), false, 0, false),
         };
-        let mut args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
+        let args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
             Ok(a) => a,
-            Err(e) => return (Outcome::Err(e), false, 0),
+            Err(e) => return (Outcome::Err(e), false, 0, false),
         };
+        let mut guard = None;
+        if let (Some(store), Some(id), true) = (&self.replay, call.id.as_deref(), tool.policy.replay) {
+            let key = replay::key(id, &tool.name, &args);
+            let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
+            loop {
+                match store.claim(&key) {
+                    replay::Claim::Stored(s) => return (s.outcome, s.truncated, s.attempts, true),
+                    replay::Claim::Fresh => {
+                        guard = Some(ReplayGuard {
+                            store: Arc::clone(store),
+                            key,
+                            settled: false,
+                        });
+                        break;
+                    }
+                    replay::Claim::InFlight(mut rx) => {
+                        match tokio::time::timeout_at(deadline, wait_settled(&mut rx)).await {
+                            Ok(Some(s)) => return (s.outcome, s.truncated, s.attempts, true),
+                            // The first run was abandoned (cancelled): claim again.
+                            Ok(None) => {}
+                            Err(_) => {
+                                let e = ToolError::new(
+                                    ErrorKind::Rejected,
+                                    "An identical call is still running and did not finish before this one's deadline. Try again later.",
+                                    true,
+                                );
+                                return (Outcome::Err(e), false, 0, false);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let (outcome, truncated, attempts) = self
+            .run_tool(
+                registry,
+                batch,
+                call,
+                index,
+                request_deadline,
+                request_slots,
+                tool,
+                args,
+            )
+            .await;
+        if let Some(g) = guard {
+            g.settle(&outcome, truncated, attempts);
+        }
+        (outcome, truncated, attempts, false)
+    }
+
+    /// Admission, the retry loop against the backend, and the output bound.
+    #[allow(clippy::too_many_arguments, reason = "one private step of run_checked")]
+    async fn run_tool(
+        &self,
+        registry: &Registry,
+        batch: &Batch<'_>,
+        call: &ToolCall,
+        index: usize,
+        request_deadline: Instant,
+        request_slots: Arc<Semaphore>,
+        tool: &Tool,
+        mut args: Map<String, Value>,
+    ) -> (Outcome, bool, u32) {
         inject(tool, batch.state, &mut args);
         let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
         let _permits = match self.admit(tool, request_slots, deadline).await {
@@ -430,5 +513,50 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         crate::telemetry::metrics::in_flight(-1.0);
+    }
+}
+
+/// Waits until a running duplicate settles: `Some` with its result, `None` if it was abandoned.
+async fn wait_settled(rx: &mut tokio::sync::watch::Receiver<Option<replay::Stored>>) -> Option<replay::Stored> {
+    if rx.borrow().is_some() {
+        return rx.borrow().clone();
+    }
+    match rx.changed().await {
+        Ok(()) => rx.borrow().clone(),
+        Err(_) => None,
+    }
+}
+
+/// The claim of a fresh run: stores its result, or releases the key if the run is dropped.
+struct ReplayGuard {
+    store: Arc<dyn replay::ReplayStore>,
+    key: String,
+    settled: bool,
+}
+
+impl ReplayGuard {
+    /// Stores the result, except failures the agent may retry (timeouts, unreachable or
+    /// failing backends, rejections): a re-sent request should try those again.
+    fn settle(mut self, outcome: &Outcome, truncated: bool, attempts: u32) {
+        self.settled = true;
+        match outcome {
+            Outcome::Err(e) if e.retryable => self.store.abandon(&self.key),
+            _ => self.store.complete(
+                &self.key,
+                replay::Stored {
+                    outcome: outcome.clone(),
+                    truncated,
+                    attempts,
+                },
+            ),
+        }
+    }
+}
+
+impl Drop for ReplayGuard {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.store.abandon(&self.key);
+        }
     }
 }
