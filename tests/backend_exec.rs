@@ -34,6 +34,7 @@ fn policy(grace_ms: u64) -> Policy {
         timeout: Duration::from_secs(1),
         deadline: Duration::from_secs(3),
         idempotent: false,
+        replay: true,
         retry: RetryPolicy {
             max_attempts: 1,
             backoff: Duration::from_millis(100),

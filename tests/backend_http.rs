@@ -30,6 +30,7 @@ fn policy(max_read_bytes: usize) -> Policy {
         timeout: Duration::from_millis(500),
         deadline: Duration::from_secs(2),
         idempotent: false,
+        replay: true,
         retry: RetryPolicy {
             max_attempts: 1,
             backoff: Duration::from_millis(10),
