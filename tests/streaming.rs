@@ -61,10 +61,12 @@ fn parse_sse(text: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The response without timing fields, which differ between two runs.
+/// The response without timing fields, which differ between two runs, and without the
+/// `replayed` mark (the second, identical request is answered from the replay store).
 fn stable(mut v: Value) -> Value {
     for r in v["results"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("duration_ms");
+        r.as_object_mut().unwrap().remove("replayed");
     }
     v
 }
