@@ -471,8 +471,11 @@ impl Executor {
         sems.push(("server", Arc::clone(&self.global)));
         for (what, sem) in sems {
             match tokio::time::timeout_at(deadline, sem.acquire_owned()).await {
-                Ok(Ok(p)) => permits.push(p),
-                Ok(Err(_)) | Err(_) => {
+                // A slot freed at the deadline itself (typically by a call that just ran out of
+                // time) is too late to start in: the call is rejected, not "deadline_exceeded
+                // after 0 attempts", so the outcome does not depend on which timer fired first.
+                Ok(Ok(p)) if Instant::now() < deadline => permits.push(p),
+                Ok(_) | Err(_) => {
                     return Err(ToolError::new(
                         ErrorKind::Rejected,
                         format!(

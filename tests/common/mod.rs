@@ -2,5 +2,7 @@
 #![allow(dead_code)]
 
 pub mod mock_backend;
+pub mod proc_watch;
 pub mod procs;
 pub mod server;
+pub mod tools;
