@@ -41,7 +41,7 @@ async fn nonzero_exit_reports_code_and_stderr_and_is_retried_only_when_idempoten
         json!({"idempotent": true, "retry": {"max_attempts": 2, "backoff": "10ms"}}),
     );
     let tools = ToolsDir::new(&[exit, exit_idem]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[("c1", "exit3", json!({})), ("c2", "exit3_idem", json!({}))]),
@@ -65,7 +65,7 @@ async fn a_crash_by_signal_is_named_and_never_retried() {
         json!({"idempotent": true, "retry": {"max_attempts": 3, "backoff": "10ms"}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(&server, &execute_body(&[("c1", "crash", json!({}))])).await;
     let r = result(&resp, 0);
     let err = assert_error(r, "nonzero_exit", false, 1);
@@ -82,7 +82,7 @@ async fn a_missing_program_is_spawn_failed() {
         json!({"exec": {"command": ["/nonexistent/toolwire-no-such-program"]}, "retry": {"max_attempts": 3}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(&server, &execute_body(&[("c1", "ghost", json!({}))])).await;
     let r = result(&resp, 0);
     assert_error(r, "spawn_failed", false, 1);
@@ -100,7 +100,7 @@ async fn broken_json_output_is_internal_and_a_json_flood_is_output_too_large() {
             json!({"exec": {"output": "text"}, "max_output_bytes": 2000}),
         ),
     ]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[
@@ -139,7 +139,7 @@ async fn a_sleeping_program_times_out_with_term_within_the_budget() {
         json!({"timeout": "300ms", "kill_grace": "300ms"}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let watcher = tokio::spawn({
         let marker = marker.clone();
         async move { wait_for_marker(&marker, ms(3000)).await }
@@ -162,7 +162,7 @@ async fn a_program_ignoring_term_is_killed_after_the_grace_and_leaves_nothing() 
         json!({"timeout": "300ms", "kill_grace": "300ms"}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let watcher = tokio::spawn({
         let marker = marker.clone();
         async move { wait_for_marker(&marker, ms(3000)).await }
@@ -186,7 +186,7 @@ async fn a_request_deadline_stops_a_program_on_time() {
         json!({"timeout": "5s", "kill_grace": "300ms"}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let mut body = execute_body(&[("c1", "sleepy", json!({}))]);
     body["options"] = json!({"deadline_ms": 400});
     let (s, resp, took) = post_timed(&server, "/v1/execute", &body).await;
@@ -216,7 +216,7 @@ async fn a_timed_out_program_leaves_no_grandchild_and_no_zombie() {
                "exec": {"output": "text", "env": {"FAULTPROC_PIDS": pid_file.display().to_string()}}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let (s, resp, took) = post_timed(&server, "/v1/execute", &execute_body(&[("c1", "spawner", json!({}))])).await;
     assert_eq!(s, 200, "{resp}");
     assert_error(result(&resp, 0), "timeout", true, 1);
@@ -236,7 +236,7 @@ async fn a_client_that_goes_away_mid_call_leaves_no_process_behind() {
                "exec": {"output": "text", "env": {"FAULTPROC_PIDS": pid_file.display().to_string()}}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let request = client
         .post(format!("{}/v1/execute", server.base))
@@ -283,7 +283,7 @@ async fn injection_strings_arrive_as_single_literal_arguments() {
         json!({"exec": {"args": args}, "parameters": {"type": "object", "properties": props}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let arguments: serde_json::Map<String, Value> = values
         .iter()
         .enumerate()
@@ -321,7 +321,7 @@ async fn the_child_sees_only_the_tool_env_and_secrets_stay_out_of_errors() {
         }}),
     );
     let tools = ToolsDir::with_files(&[("secret.txt", SECRET)], &[env_tool, leaky]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[("c1", "show_env", json!({})), ("c2", "leaky", json!({}))]),
@@ -357,7 +357,7 @@ async fn state_reaches_the_program_only_through_the_stdin_envelope_and_inject() 
     );
     let plain = exec_tool("plain", &["echo"]);
     let tools = ToolsDir::new(&[with_stdin, plain]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let state = json!({"user_id": USER, "org": {"id": 7}});
     let mut body = execute_body(&[("c1", "with_stdin", json!({"q": 1})), ("c2", "plain", json!({"q": 2}))]);
     body["state"] = state.clone();
@@ -390,7 +390,7 @@ async fn state_reaches_the_program_only_through_the_stdin_envelope_and_inject() 
 #[tokio::test]
 async fn eight_sleeping_programs_run_in_parallel_or_in_order_when_asked() {
     let tools = ToolsDir::new(&[exec_tool("nap", &["sleep", "200"])]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let ids: Vec<String> = (0..8).map(|i| format!("call_{i}")).collect();
     let calls: Vec<(&str, &str, Value)> = ids.iter().map(|id| (id.as_str(), "nap", json!({}))).collect();
     let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -403,11 +403,15 @@ async fn eight_sleeping_programs_run_in_parallel_or_in_order_when_asked() {
     }
     assert!(took < ms(800), "parallel: {took:?}");
 
-    let mut body = execute_body(&calls);
+    // New call ids: the same ids would be answered from the replay store.
+    let seq_ids: Vec<String> = (0..8).map(|i| format!("seq_{i}")).collect();
+    let seq_calls: Vec<(&str, &str, Value)> = seq_ids.iter().map(|id| (id.as_str(), "nap", json!({}))).collect();
+    let seq_refs: Vec<&str> = seq_ids.iter().map(String::as_str).collect();
+    let mut body = execute_body(&seq_calls);
     body["options"] = json!({"parallel": false});
     let (s, resp, took) = post_timed(&server, "/v1/execute", &body).await;
     assert_eq!(s, 200);
-    assert_openai_answers(&resp, &id_refs);
+    assert_openai_answers(&resp, &seq_refs);
     assert!(took >= ms(1600), "one by one: {took:?}");
     for i in 0..8 {
         assert!(result(&resp, i)["duration_ms"].as_u64().unwrap() >= 200, "{resp}");

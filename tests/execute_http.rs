@@ -36,7 +36,7 @@ async fn unknown_tool_lists_the_known_tools_and_obeys_the_allow_list() {
         http_tool("alpha", &mock.url("/ok")),
         http_tool("beta", &mock.url("/ok")),
     ]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
 
     let resp = execute_ok(
         &server,
@@ -74,7 +74,7 @@ async fn unknown_tool_lists_the_known_tools_and_obeys_the_allow_list() {
 async fn cut_off_and_non_object_arguments_are_args_not_json() {
     let mock = MockBackend::start().await;
     let tools = ToolsDir::new(&[http_tool("lookup", &mock.url("/ok"))]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let body = execute_body(&[
         ("c1", "lookup", json!("{\"city\": \"Par")),
         ("c2", "lookup", json!("[1, 2]")),
@@ -124,7 +124,7 @@ async fn invalid_arguments_give_pointer_paths_at_most_ten_and_never_echo_values(
         }, "additionalProperties": false}}),
     );
     let tools = ToolsDir::new(&[strict, small]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
 
     // Twelve type errors: only ten are reported.
     let mut many = serde_json::Map::new();
@@ -205,7 +205,7 @@ async fn a_hanging_backend_times_out_and_is_retried_only_when_idempotent() {
         json!({"timeout": "250ms", "idempotent": true, "retry": {"max_attempts": 2}}),
     );
     let tools = ToolsDir::new(&[hang, hang_idem]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
 
     let (s, resp, took) = post_timed(&server, "/v1/execute", &execute_body(&[("c1", "hang", json!({}))])).await;
     assert_eq!(s, 200);
@@ -234,7 +234,7 @@ async fn request_and_call_deadlines_end_as_deadline_exceeded_on_time() {
         json!({"timeout": "300ms", "deadline": "500ms", "idempotent": true}),
     );
     let tools = ToolsDir::new(&[slow, short]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
 
     // The request deadline (options.deadline_ms) cuts the attempt.
     let mut body = execute_body(&[("c1", "slow", json!({}))]);
@@ -267,7 +267,7 @@ async fn request_and_call_deadlines_end_as_deadline_exceeded_on_time() {
 async fn a_refused_port_is_backend_unreachable_after_the_allowed_retries() {
     let addr = refused_addr().await;
     let tools = ToolsDir::new(&[http_tool("down", &format!("http://{addr}/x"))]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let (s, resp, took) = post_timed(&server, "/v1/execute", &execute_body(&[("c1", "down", json!({}))])).await;
     assert_eq!(s, 200);
     let r = result(&resp, 0);
@@ -286,7 +286,7 @@ async fn status_404_is_never_retried_even_for_idempotent_tools() {
         json!({"idempotent": true, "retry": {"max_attempts": 5}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(&server, &execute_body(&[("c1", "missing", json!({}))])).await;
     let r = result(&resp, 0);
     let err = assert_error(r, "backend_status", false, 1);
@@ -304,7 +304,7 @@ async fn status_503_is_retried_and_reported_with_a_body_excerpt() {
         json!({"retry": {"max_attempts": 2}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(&server, &execute_body(&[("c1", "busy", json!({}))])).await;
     let r = result(&resp, 0);
     let err = assert_error(r, "backend_status", true, 2);
@@ -320,7 +320,7 @@ async fn retry_after_longer_than_allowed_is_handed_to_the_agent_at_once() {
     let mock = MockBackend::start().await;
     let t = http_tool("limited", &mock.url("/status/429?retry_after=120"));
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let (s, resp, took) = post_timed(&server, "/v1/execute", &execute_body(&[("c1", "limited", json!({}))])).await;
     assert_eq!(s, 200);
     let r = result(&resp, 0);
@@ -341,7 +341,7 @@ async fn a_short_retry_after_is_honoured() {
         json!({"retry": {"max_attempts": 2}}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let (s, resp, took) = post_timed(&server, "/v1/execute", &execute_body(&[("c1", "limited", json!({}))])).await;
     assert_eq!(s, 200);
     let err = assert_error(result(&resp, 0), "backend_status", true, 2);
@@ -355,7 +355,7 @@ async fn a_short_retry_after_is_honoured() {
 async fn retries_to_success_reuse_one_idempotency_key_and_the_same_body() {
     let mock = MockBackend::start().await;
     let tools = ToolsDir::new(&[http_tool("flaky", &mock.url("/fail/2/503"))]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let args_a = json!({"q": "first", "n": 1, "nested": {"x": [1, 2]}});
     let args_b = json!({"q": "second"});
     let body = execute_body(&[("call_a", "flaky", args_a.clone()), ("call_b", "flaky", args_b.clone())]);
@@ -404,7 +404,7 @@ async fn status_500_is_retried_only_for_idempotent_tools() {
     let plain = http_tool("plain", &mock.url("/fail/1/500"));
     let idem = merge(http_tool("idem", &mock.url("/fail/1/500")), json!({"idempotent": true}));
     let tools = ToolsDir::new(&[plain, idem]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[("c1", "plain", json!({"a": 1})), ("c2", "idem", json!({"a": 1}))]),
@@ -434,7 +434,7 @@ async fn huge_json_is_output_too_large_and_long_text_is_truncated_and_marked() {
         json!({"max_output_bytes": 1000}),
     );
     let tools = ToolsDir::new(&[big, text]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[("c1", "big_json", json!({})), ("c2", "long_text", json!({}))]),
@@ -465,7 +465,7 @@ async fn per_tool_concurrency_rejects_a_call_that_cannot_start_before_the_deadli
         json!({"concurrency": 1, "timeout": "5s"}),
     );
     let tools = ToolsDir::new(&[t]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let mut body = execute_body(&[("c1", "single", json!({})), ("c2", "single", json!({}))]);
     body["options"] = json!({"deadline_ms": 500});
     let (s, resp, took) = post_timed(&server, "/v1/execute", &body).await;
@@ -490,7 +490,7 @@ async fn per_tool_concurrency_rejects_a_call_that_cannot_start_before_the_deadli
 async fn eight_slow_calls_run_in_parallel_or_in_order_when_asked() {
     let mock = MockBackend::start().await;
     let tools = ToolsDir::new(&[http_tool("slow", &mock.url("/slow?ms=200"))]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let ids: Vec<String> = (0..8).map(|i| format!("call_{i}")).collect();
     let calls: Vec<(&str, &str, Value)> = ids
         .iter()
@@ -541,7 +541,7 @@ async fn secrets_never_appear_in_error_messages() {
     );
     let down = http_tool("down", &format!("http://{refused}/x?token=${{file:secret.txt}}"));
     let tools = ToolsDir::with_files(&[("secret.txt", &format!("{SECRET}\n"))], &[echoing, down]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let resp = execute_ok(
         &server,
         &execute_body(&[("c1", "echoing", json!({})), ("c2", "down", json!({}))]),
@@ -572,7 +572,7 @@ async fn state_reaches_the_backend_only_where_injected_and_never_the_response() 
     );
     let without_state = http_tool("without_state", &mock.url("/slow?ms=0"));
     let tools = ToolsDir::new(&[with_state, without_state]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let mut body = execute_body(&[
         ("c1", "with_state", json!({"q": 1})),
         ("c2", "without_state", json!({"q": 2})),
@@ -630,7 +630,7 @@ async fn the_call_endpoint_returns_one_result_object_ok_or_failed() {
             json!({"retry": {"max_attempts": 2}}),
         ),
     ]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let (s, r) = server
         .post("/v1/tools/echo/call", &json!({"arguments": {"x": 1}}))
         .await;
@@ -682,7 +682,7 @@ fn assert_request_error(status: u16, body: &Value, want_status: u16, code: &str)
 async fn request_errors_of_execute_use_the_error_shape_and_run_nothing() {
     let mock = MockBackend::start().await;
     let tools = ToolsDir::new(&[http_tool("t", &mock.url("/ok"))]);
-    let server = TestServer::start(tools.path()).await;
+    let server = TestServer::start_without_replay(tools.path()).await;
     let url = format!("{}/v1/execute", server.base);
 
     // 415 without a content type.

@@ -31,6 +31,14 @@ impl TestServer {
         Self::start_with(config_for(tools_dir)).await
     }
 
+    /// Serves `tools_dir` with replay-safe execution off, for tests that send the same
+    /// completion more than once on purpose (replay itself is tested in tests/replay.rs).
+    pub async fn start_without_replay(tools_dir: &Path) -> Self {
+        let mut cfg = config_for(tools_dir);
+        cfg.replay.enabled = false;
+        Self::start_with(cfg).await
+    }
+
     /// Serves with a given config.
     pub async fn start_with(config: ServerConfig) -> Self {
         let registry = Registry::load(&config.tools_dir, &config.defaults).expect("valid tools");
