@@ -44,3 +44,9 @@ ci: fmt-check lint test check-config
 .PHONY: examples-test
 examples-test: build
 	scripts/examples-test.sh
+
+.PHONY: bench
+## toolwire's overhead over a direct backend call and a direct spawn (release build, a few
+## minutes at most; results in docs/bench.md). Options: make bench BENCH_REQUESTS=5000 …
+bench:
+	$(CARGO) bench --locked --bench overhead

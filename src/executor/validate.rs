@@ -79,10 +79,14 @@ fn drop_null_optionals(tool: &Tool, args: &Map<String, Value>) -> Map<String, Va
     args.iter()
         .filter(|(k, v)| {
             let optional_null = v.is_null() && !required.contains(&k.as_str());
-            let accepts_null = props
-                .and_then(|p| p.get(k.as_str()))
-                .is_some_and(|schema| jsonschema::is_valid(schema, &Value::Null));
-            !optional_null || accepts_null
+            // Only for an optional `null` (compiling a schema is costly), and never panicking:
+            // a property schema that cannot stand alone (a `$ref` into the root's `$defs`) is
+            // read as not accepting `null`.
+            !optional_null
+                || props
+                    .and_then(|p| p.get(k.as_str()))
+                    .and_then(|schema| jsonschema::options().offline().build(schema).ok())
+                    .is_some_and(|validator| validator.is_valid(&Value::Null))
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
@@ -101,4 +105,67 @@ fn depth(map: &Map<String, Value>, limit: usize) -> usize {
         }
     }
     map.values().map(|v| walk(v, 1, limit)).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::registry::Registry;
+
+    /// A registry with one tool whose parameters are `schema`.
+    fn registry(schema: &Value) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let file = json!({"tools": [{
+            "name": "t",
+            "description": "A test tool; returns what it printed.",
+            "parameters": schema,
+            "exec": {"command": ["/bin/true"]},
+        }]});
+        std::fs::write(dir.path().join("t.json"), file.to_string()).unwrap();
+        let cfg = ServerConfig::from_figment(ServerConfig::figment_without_env(None).unwrap()).unwrap();
+        Registry::load(dir.path(), &cfg.defaults).unwrap()
+    }
+
+    fn check(reg: &Registry, args: Value) -> Result<Map<String, Value>, ToolError> {
+        check_arguments(reg.get("t").unwrap(), &Arguments::from_value(Some(&args)), 64)
+    }
+
+    /// A property that `$ref`s the root's `$defs` (pydantic's usual output) must not make every
+    /// call fail: the subschema cannot be compiled on its own.
+    #[test]
+    fn ref_properties_are_checked_against_the_whole_schema() {
+        let reg = registry(&json!({
+            "type": "object",
+            "$defs": {"Unit": {"type": "string", "enum": ["km", "mi"]}},
+            "properties": {
+                "unit": {"$ref": "#/$defs/Unit"},
+                "alt": {"$ref": "#/$defs/Unit"},
+            },
+            "required": ["unit"],
+        }));
+        assert_eq!(check(&reg, json!({"unit": "km"})).unwrap()["unit"], json!("km"));
+        let args = check(&reg, json!({"unit": "mi", "alt": null})).unwrap();
+        assert!(!args.contains_key("alt"), "an optional null is read as absent");
+        let err = check(&reg, json!({"unit": "parsec"})).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidArguments);
+    }
+
+    #[test]
+    fn optional_nulls_are_dropped_unless_the_schema_accepts_null() {
+        let reg = registry(&json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string"},
+                "b": {"type": ["string", "null"]},
+            },
+        }));
+        let args = check(&reg, json!({"a": null, "b": null})).unwrap();
+        assert!(!args.contains_key("a"));
+        assert_eq!(args["b"], Value::Null);
+    }
 }
