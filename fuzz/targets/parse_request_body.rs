@@ -1,0 +1,34 @@
+//! Fuzz target `parse_request_body`: bytes as a request body, through the API's body parser
+//! (`api::extract::parse`) as a `serde_json::Value` and as an `ExecuteRequest`; an execute
+//! request that parses then goes through `execute::prepare` (provider resolution, parse, call
+//! count and id checks).
+//!
+//! Invariants: no panic; `Value` parsing fails only as `InvalidJson` (or `InvalidRequest` for
+//! an empty body), never as a shape error; a prepared request has at most `MAX_CALLS` calls
+//! with unique ids.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use toolwire::api::ApiError;
+use toolwire::api::extract::parse;
+use toolwire::execute::{ExecuteRequest, prepare};
+
+/// The `limits.max_calls`-like bound passed to `prepare`.
+const MAX_CALLS: usize = 64;
+
+pub fn run(data: &[u8]) {
+    match parse::<Value>(data) {
+        Ok(_) => {}
+        Err(ApiError::InvalidJson { line, .. }) => assert!(line >= 1 || data.is_empty()),
+        Err(ApiError::InvalidRequest(_)) => assert!(data.iter().all(u8::is_ascii_whitespace)),
+        Err(other) => panic!("unexpected error for a Value body: {other:?}"),
+    }
+    if let Ok(req) = parse::<ExecuteRequest>(data)
+        && let Ok((_, parsed)) = prepare(&req, MAX_CALLS)
+    {
+        assert!(parsed.calls.len() <= MAX_CALLS);
+        let mut seen = HashSet::new();
+        assert!(parsed.calls.iter().filter_map(|c| c.id.as_deref()).all(|id| seen.insert(id)));
+    }
+}
