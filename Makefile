@@ -44,3 +44,9 @@ ci: fmt-check lint test check-config
 .PHONY: examples-test
 examples-test: build
 	scripts/examples-test.sh
+
+## Fuzz a running server against openapi.yaml with schemathesis (installed into .cache/; not in CI).
+## The contract test tests/openapi_contract.rs (part of `make test`) keeps openapi.yaml true.
+.PHONY: api-test
+api-test: build
+	scripts/api-test.sh
