@@ -50,3 +50,9 @@ examples-test: build
 ## minutes at most; results in docs/bench.md). Options: make bench BENCH_REQUESTS=5000 …
 bench:
 	$(CARGO) bench --locked --bench overhead
+
+## Fuzz a running server against openapi.yaml with schemathesis (installed into .cache/; not in CI).
+## The contract test tests/openapi_contract.rs (part of `make test`) keeps openapi.yaml true.
+.PHONY: api-test
+api-test: build
+	scripts/api-test.sh

@@ -112,6 +112,11 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 §15.5.2: a 401 names the scheme to authenticate with.
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         resp
     }
 }

@@ -41,7 +41,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 }
 
 /// Parses a body: syntax errors (including invalid UTF-8 and nesting past serde_json's
-/// recursion limit) → 400 with position; shape errors → 422.
+/// recursion limit) → 400 with position; shape errors → 422. Every request body is a JSON
+/// object: serde would also fill a struct from an array of its fields in order (`[null, {}]`),
+/// which is not part of the API, so anything but an object is a shape error.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::InvalidRequest(
@@ -53,6 +55,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         column: e.column(),
         message: syntax_message(&e),
     })?;
+    if !value.is_object() {
+        return Err(ApiError::Unprocessable(
+            "invalid request: the body must be a JSON object".into(),
+        ));
+    }
     serde_json::from_value(value).map_err(|e| ApiError::Unprocessable(format!("invalid request: {e}")))
 }
 
