@@ -77,10 +77,10 @@ fn metrics_and_logs_describe_the_work_without_leaking_values() {
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let base = format!("http://{}", server.addr);
     let completion = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
-        "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "echo_text", "arguments": json!({"text": ARG_VALUE}).to_string()}},
-            {"id": "call_b", "type": "function", "function": {"name": "get_down", "arguments": "{}"}}
-        ]}}]});
+    "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": "echo_text", "arguments": json!({"text": ARG_VALUE}).to_string()}},
+        {"id": "call_b", "type": "function", "function": {"name": "get_down", "arguments": "{}"}}
+    ]}}]});
     let (resp, metrics): (Value, String) = rt.block_on(async {
         let resp = client
             .post(format!("{base}/v1/execute"))
@@ -93,7 +93,12 @@ fn metrics_and_logs_describe_the_work_without_leaking_values() {
             .unwrap();
         let metrics = client.get(format!("{base}/metrics")).send().await.unwrap();
         assert_eq!(metrics.status(), 200);
-        assert!(metrics.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+        assert!(
+            metrics.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
         (resp, metrics.text().await.unwrap())
     });
     assert_eq!(resp["results"][0]["output"], ARG_VALUE);
@@ -131,12 +136,21 @@ fn metrics_and_logs_describe_the_work_without_leaking_values() {
         assert!(!all.contains(forbidden), "`{forbidden}` leaked into the logs:\n{all}");
     }
     let parsed: Vec<Value> = lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    let call_lines: Vec<&Value> = parsed.iter().filter(|v| v["message"] == "Tool call finished.").collect();
+    let call_lines: Vec<&Value> = parsed
+        .iter()
+        .filter(|v| v["message"] == "Tool call finished.")
+        .collect();
     assert_eq!(call_lines.len(), 2, "{all}");
-    let echo = call_lines.iter().find(|v| v["span"]["tool"] == "echo_text").expect("a span with the tool name");
+    let echo = call_lines
+        .iter()
+        .find(|v| v["span"]["tool"] == "echo_text")
+        .expect("a span with the tool name");
     assert_eq!(echo["outcome"], "ok");
     assert_eq!(echo["span"]["call_id"], "call_a");
     assert!(echo["duration_ms"].is_number() && echo["attempts"] == 1);
-    let req = parsed.iter().find(|v| v["message"] == "Request finished." && v["span"]["route"] == "/v1/execute").expect("request line");
+    let req = parsed
+        .iter()
+        .find(|v| v["message"] == "Request finished." && v["span"]["route"] == "/v1/execute")
+        .expect("request line");
     assert_eq!(req["status"], 200);
 }

@@ -1,6 +1,11 @@
 //! Shared test harness. Each test binary uses a subset.
 #![allow(dead_code)]
 
+pub mod binary;
+pub mod faults;
+pub mod invariants;
+pub mod logs;
 pub mod mock_backend;
 pub mod procs;
+pub mod served;
 pub mod server;
