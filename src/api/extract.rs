@@ -1,5 +1,6 @@
 //! `ApiJson<T>`: the JSON body extractor whose every rejection is an [`ApiError`] in the one
-//! error shape — 415 for a wrong content type, 413 over the body limit, 400 with line and column
+//! error shape — 415 for a wrong content type, 413 over the body limit (from the declared
+//! `Content-Length` before reading, else while streaming), 400 with line and column
 //! for malformed JSON (the body is never echoed), 422 for a well-formed body of the wrong shape.
 
 use axum::body::Bytes;
@@ -7,15 +8,18 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header;
 use serde::de::DeserializeOwned;
 
-use super::ApiError;
+use super::{ApiError, AppState};
 
 /// A JSON request body.
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        // The router's `DefaultBodyLimit` is this same value; it is read here so the 413 can
+        // name it.
+        let limit = state.config.limits.body_bytes;
         let is_json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -29,9 +33,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
+        // A declared length over the limit is refused from the head alone, before any of the
+        // body is read (the stream limit below still covers chunked bodies and lying lengths).
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(ApiError::PayloadTooLarge { limit });
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge { limit: 0 }
+                ApiError::PayloadTooLarge { limit }
             } else {
                 ApiError::InvalidRequest(format!("cannot read the request body: {}", rejection.body_text()))
             }

@@ -1,0 +1,105 @@
+//! The real `toolwire serve` binary on 127.0.0.1:0, for what needs a process of its own:
+//! signals (SIGTERM drain, SIGHUP reload), the child subreaper, and its stderr logs.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+pub const TOOLWIRE: &str = env!("CARGO_BIN_EXE_toolwire");
+
+/// A running server process; dropping it kills it (SIGKILL) and reaps it.
+pub struct Binary {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Binary {
+    /// Starts `toolwire serve --config CONFIG --tools-dir TOOLS --log-format json` and waits
+    /// for its `Listening.` line.
+    pub fn start(config: &Path, tools: &Path) -> Self {
+        let mut child = Command::new(TOOLWIRE)
+            .args(["serve", "--config"])
+            .arg(config)
+            .arg("--tools-dir")
+            .arg(tools)
+            .args(["--log-format", "json"])
+            .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                if v["message"] == "Listening." {
+                    let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
+                }
+                sink.lock().unwrap_or_else(PoisonError::into_inner).push(line);
+            }
+        });
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(20)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "no Listening line; stderr:\n{}",
+                lines.lock().unwrap_or_else(PoisonError::into_inner).join("\n")
+            );
+        };
+        Binary { child, addr, lines }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `http://ADDR{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Sends `sig` to the server process.
+    pub fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(i32::try_from(self.child.id()).unwrap()), sig).unwrap();
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Every stderr line so far.
+    pub fn stderr(&self) -> String {
+        self.lines.lock().unwrap_or_else(PoisonError::into_inner).join("\n")
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
