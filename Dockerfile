@@ -27,8 +27,8 @@ FROM debian:${DEBIAN_RELEASE}-slim AS base
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 toolwire \
- && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+ && groupadd --gid 10001 toolwire \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin toolwire
 
 # Relative paths in the config and the tool files (tools_dir = "tools.d", exec commands such as
