@@ -56,3 +56,30 @@ bench:
 .PHONY: api-test
 api-test: build
 	scripts/api-test.sh
+
+## Container image and the compose end-to-end test (docs/deploy.md).
+IMAGE ?= toolwire:local
+DOCKER ?= docker
+DOCKER_BUILD_FLAGS ?=
+IMAGE_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+IMAGE_REVISION = $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+.PHONY: docker docker-prebuilt compose-test
+
+## Build the image with the multi-stage Dockerfile (compiles in rust:*-slim-bookworm; needs
+## access to Docker Hub and crates.io).
+docker:
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) --build-arg VERSION=$(IMAGE_VERSION) \
+		--build-arg REVISION=$(IMAGE_REVISION) -t $(IMAGE) .
+
+## Build the same image from a binary built on the host (no Rust image needed).
+docker-prebuilt:
+	$(CARGO) build --release --locked --bin toolwire
+	@bin="$${CARGO_TARGET_DIR:-target}/release/toolwire"; \
+	if [ ! "$$bin" -ef target/release/toolwire ]; then install -D -m 0755 "$$bin" target/release/toolwire; fi
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) --target runtime-prebuilt --build-arg VERSION=$(IMAGE_VERSION) \
+		--build-arg REVISION=$(IMAGE_REVISION) -t $(IMAGE) .
+
+## End-to-end test of docker/compose.yaml with real requests (not part of CI; < 15 min).
+compose-test:
+	scripts/compose-test.sh
