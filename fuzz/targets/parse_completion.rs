@@ -15,7 +15,10 @@ pub fn run(data: &[u8]) {
     };
     let detected = detect::detect(&completion);
     if let Some(p) = detected {
-        assert!(detect::matches(p, &completion), "detect says {p} but matches({p}) is false");
+        assert!(
+            detect::matches(p, &completion),
+            "detect says {p} but matches({p}) is false"
+        );
     }
     for provider in Provider::ALL {
         let _ = detect::matches(provider, &completion);
@@ -23,7 +26,7 @@ pub fn run(data: &[u8]) {
             continue;
         };
         assert!(
-            !(parsed.finished && !parsed.calls.is_empty()),
+            !parsed.finished || parsed.calls.is_empty(),
             "{provider}: finished with {} calls",
             parsed.calls.len()
         );
@@ -72,7 +75,11 @@ fn id_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
 fn answered_ids(provider: Provider, messages: &[Value]) -> Vec<Option<&str>> {
     // Providers that answer with one message holding one block per call.
     let blocks = |field: &str| -> Vec<&Value> {
-        assert!(messages.len() <= 1, "{provider}: {} messages, expected one", messages.len());
+        assert!(
+            messages.len() <= 1,
+            "{provider}: {} messages, expected one",
+            messages.len()
+        );
         messages
             .iter()
             .flat_map(|m| {
@@ -87,7 +94,10 @@ fn answered_ids(provider: Provider, messages: &[Value]) -> Vec<Option<&str>> {
             messages.iter().map(|m| id_at(m, "/tool_call_id")).collect()
         }
         Provider::OpenaiResponses => messages.iter().map(|m| id_at(m, "/call_id")).collect(),
-        Provider::Anthropic => blocks("content").into_iter().map(|b| id_at(b, "/tool_use_id")).collect(),
+        Provider::Anthropic => blocks("content")
+            .into_iter()
+            .map(|b| id_at(b, "/tool_use_id"))
+            .collect(),
         Provider::Bedrock => blocks("content")
             .into_iter()
             .map(|b| id_at(b, "/toolResult/toolUseId"))

@@ -22,6 +22,10 @@ pub fn run(data: &[u8]) {
         Ok(_) => {}
         Err(ApiError::InvalidJson { line, .. }) => assert!(line >= 1 || data.is_empty()),
         Err(ApiError::InvalidRequest(_)) => assert!(data.iter().all(u8::is_ascii_whitespace)),
+        // Request bodies must be JSON objects; any other well-formed JSON is a 422.
+        Err(ApiError::Unprocessable(_)) => {
+            assert!(serde_json::from_slice::<Value>(data).is_ok_and(|v| !v.is_object()))
+        }
         Err(other) => panic!("unexpected error for a Value body: {other:?}"),
     }
     if let Ok(req) = parse::<ExecuteRequest>(data)
@@ -29,6 +33,12 @@ pub fn run(data: &[u8]) {
     {
         assert!(parsed.calls.len() <= MAX_CALLS);
         let mut seen = HashSet::new();
-        assert!(parsed.calls.iter().filter_map(|c| c.id.as_deref()).all(|id| seen.insert(id)));
+        assert!(
+            parsed
+                .calls
+                .iter()
+                .filter_map(|c| c.id.as_deref())
+                .all(|id| seen.insert(id))
+        );
     }
 }
