@@ -653,7 +653,8 @@ async fn f11_never_reads_stdin() {
     let r = results(&a.body, &["c1"]);
     assert_eq!(kind(&r[0]), "ok", "{}", r[0]);
     assert_eq!(r[0]["output"], json!({"slept": 200}));
-    assert_within(a.elapsed, ms(1000), "F11 request");
+    // The point is "no deadlock" (the timeout is 5 s); the margin absorbs a loaded machine.
+    assert_within(a.elapsed, ms(3500), "F11 request");
     server.stop().await;
     fx.finish().await;
 }
