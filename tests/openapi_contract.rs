@@ -157,6 +157,49 @@ impl Spec {
     }
 }
 
+/// The events of a streamed `/v1/execute` answer (`text/event-stream` or `application/x-ndjson`),
+/// each with the schema it must match: an SSE event's data is an `ExecEvent` named like the
+/// event, except the last (`response`), whose data is the `ExecuteResponse` body; every NDJSON
+/// line is an `ExecEvent`, the last one `{"event": "response", "response": …}`.
+fn stream_events(essence: &str, text: &str) -> Vec<(&'static str, Value)> {
+    let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"));
+    let events: Vec<(&'static str, Value)> = match essence {
+        "text/event-stream" => text
+            .split("\n\n")
+            .filter(|block| !block.trim().is_empty())
+            .map(|block| {
+                let name = block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("event: "))
+                    .expect("event name");
+                let data = parse(block.lines().find_map(|l| l.strip_prefix("data: ")).expect("data"));
+                if name == "response" {
+                    ("#/components/schemas/ExecuteResponse", data)
+                } else {
+                    assert_eq!(data["event"], name, "SSE event name and data disagree");
+                    ("#/components/schemas/ExecEvent", data)
+                }
+            })
+            .collect(),
+        "application/x-ndjson" => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| ("#/components/schemas/ExecEvent", parse(l)))
+            .collect(),
+        other => panic!("not a stream type: {other}"),
+    };
+    let last = events.last().expect("a stream has events");
+    assert!(
+        last.0.ends_with("ExecuteResponse") || last.1["event"] == "response",
+        "a stream ends with the response event"
+    );
+    events
+}
+
+fn is_stream(essence: &str) -> bool {
+    matches!(essence, "text/event-stream" | "application/x-ndjson")
+}
+
 /// Every string value of `$ref` anywhere in `v`.
 fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
     match v {
@@ -215,9 +258,19 @@ fn refs_resolve_and_every_example_matches_its_schema() {
     }
     let examples = spec.all_examples();
     assert!(examples.len() >= 30, "only {} examples found", examples.len());
+    let mut streams = 0;
     for (what, schema, value) in examples {
         spec.assert_valid(schema, value, &what);
+        for essence in ["text/event-stream", "application/x-ndjson"] {
+            if what.contains(essence) {
+                streams += 1;
+                for (i, (schema, event)) in stream_events(essence, value.as_str().unwrap()).into_iter().enumerate() {
+                    spec.assert_valid(&json!({"$ref": schema}), &event, &format!("{what} event {i}"));
+                }
+            }
+        }
     }
+    assert_eq!(streams, 2, "the SSE and NDJSON examples of /v1/execute");
 }
 
 /// One answer of the server.
@@ -315,6 +368,12 @@ impl<'a> Checker<'a> {
             Value::String(a.body.clone())
         };
         self.spec.assert_valid(&media["schema"], &body, &label);
+        if is_stream(&essence) {
+            for (i, (schema, event)) in stream_events(&essence, &a.body).into_iter().enumerate() {
+                self.spec
+                    .assert_valid(&json!({"$ref": schema}), &event, &format!("{label} event {i}"));
+            }
+        }
         body
     }
 
@@ -489,6 +548,35 @@ async fn live_responses_match_the_spec() {
         .map(|r| r["ok"] == true)
         .collect();
     assert_eq!(oks, [true, false, false, false, false], "{resp:#}");
+
+    // Streaming: SSE and NDJSON, every event checked.
+    for accept in ["text/event-stream", "application/x-ndjson"] {
+        let a = send(&s, "POST", "/v1/execute", &[("accept", accept)], json_body(&body)).await;
+        assert_eq!(a.status, 200, "{accept}: {}", a.body);
+        c.check("POST", Some("/v1/execute"), &a);
+    }
+    // Idempotency-Key: the same key and body again is the stored answer; another body is 422;
+    // an empty or overlong key is 400.
+    let keyed = json!({"completion": openai_chat(&[("k1", "echo_text", r#"{"text": "once"}"#)])});
+    for round in 0..2 {
+        let a = send(
+            &s,
+            "POST",
+            "/v1/execute",
+            &[("idempotency-key", "turn-1")],
+            json_body(&keyed),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let resp = c.check("POST", Some("/v1/execute"), &a);
+        assert_eq!(resp["results"][0].get("replayed").is_some(), round == 1, "{resp}");
+    }
+    let long_key = "k".repeat(256);
+    for (key, status) in [("turn-1", 422), ("", 400), (long_key.as_str(), 400)] {
+        let a = send(&s, "POST", "/v1/execute", &[("idempotency-key", key)], json_body(&body)).await;
+        assert_eq!(a.status, status, "key {key:?}: {}", a.body);
+        c.check("POST", Some("/v1/execute"), &a);
+    }
 
     let too_many: Vec<(String, String, String)> = (0..65)
         .map(|i| (format!("c{i}"), "echo_text".to_owned(), "{}".to_owned()))
