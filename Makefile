@@ -83,3 +83,15 @@ docker-prebuilt:
 ## End-to-end test of docker/compose.yaml with real requests (not part of CI; < 15 min).
 compose-test:
 	scripts/compose-test.sh
+
+## Fuzz each target for FUZZ_SECONDS (bounded; not in CI). cargo-fuzz needs nightly flags, so the
+## stable toolchain runs it with RUSTC_BOOTSTRAP=1. New interesting inputs land in fuzz/corpus/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= parse_completion validate_args load_tools_config parse_retry_after parse_request_body
+.PHONY: fuzz
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install --locked cargo-fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+		(cd fuzz && RUSTC_BOOTSTRAP=1 timeout $$(( $(FUZZ_SECONDS) + 600 )) cargo fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS)); \
+	done
