@@ -10,7 +10,7 @@ EXAMPLE_APP_PORT ?= 8081
 run: build
 	@PORT=$(EXAMPLE_APP_PORT) python3 docker/example-app/app.py & app=$$!; \
 	trap 'kill $$app 2>/dev/null' EXIT; \
-	./target/debug/toolwire serve --config config/toolwire.toml --tools-dir tools.d
+	$(CARGO) run --locked --quiet --bin toolwire -- serve --config config/toolwire.toml --tools-dir tools.d
 
 build:
 	$(CARGO) build --locked
@@ -34,7 +34,7 @@ lint:
 
 ## Validate config/toolwire.toml and tools.d/ (exits 1 on any error).
 check-config: build
-	./target/debug/toolwire check --config config/toolwire.toml --tools-dir tools.d
+	$(CARGO) run --locked --quiet --bin toolwire -- check --config config/toolwire.toml --tools-dir tools.d
 
 ## What CI runs.
 ci: fmt-check lint test check-config
