@@ -379,12 +379,20 @@ impl Server {
     }
 }
 
-/// An OpenAI Chat completion with `n` calls of `backend_echo`, as a `POST /v1/execute` body.
-fn execute_body(n: usize) -> Bytes {
+/// Stands for the request number in [`execute_template`].
+const REQ: &str = "__REQ__";
+
+/// Request numbers, so every completion carries new call ids: a repeated id would be answered
+/// from the replay store (`replayed: true`) without running the tool.
+static NEXT_REQUEST: AtomicUsize = AtomicUsize::new(0);
+
+/// An OpenAI Chat completion with `n` calls of `backend_echo`, as a `POST /v1/execute` body,
+/// with [`REQ`] in each call id.
+fn execute_template(n: usize) -> String {
     let calls: Vec<Value> = (0..n)
         .map(|i| {
             json!({
-                "id": format!("call_{i}"),
+                "id": format!("call_{REQ}_{i}"),
                 "type": "function",
                 "function": {"name": "backend_echo", "arguments": ARGUMENTS},
             })
@@ -403,7 +411,13 @@ fn execute_body(n: usize) -> Bytes {
         }],
         "usage": {"prompt_tokens": 120, "completion_tokens": 18 * n, "total_tokens": 120 + 18 * n},
     });
-    Bytes::from(serde_json::to_vec(&json!({"provider": "openai_chat", "completion": completion})).unwrap())
+    json!({"provider": "openai_chat", "completion": completion}).to_string()
+}
+
+/// [`execute_template`] with a fresh request number.
+fn execute_body(template: &str) -> Bytes {
+    let n = NEXT_REQUEST.fetch_add(1, Ordering::Relaxed).to_string();
+    Bytes::from(template.replace(REQ, &n))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,14 +444,19 @@ async fn post_json(client: &reqwest::Client, url: &str, body: &Bytes) -> Result<
     Ok(bytes)
 }
 
-/// A toolwire answer is 200 even when a call failed; a failed call has `"ok":false`.
+/// A toolwire answer is 200 even when a call failed; a failed call has `"ok":false`. A
+/// `"replayed":true` result did not run (it came from the replay store): also an error here.
 fn no_failed_call(bytes: &[u8]) -> Check {
-    const FAILED: &[u8] = br#""ok":false"#;
-    if bytes.windows(FAILED.len()).any(|w| w == FAILED) {
-        Err(format!("a tool call failed: {}", String::from_utf8_lossy(bytes)))
-    } else {
-        Ok(())
+    const FAILED: &[&[u8]] = &[br#""ok":false"#, br#""replayed":true"#];
+    for f in FAILED {
+        if bytes.windows(f.len()).any(|w| w == *f) {
+            return Err(format!(
+                "a tool call failed or was not run: {}",
+                String::from_utf8_lossy(bytes)
+            ));
+        }
     }
+    Ok(())
 }
 
 async fn spawn_echo() -> Check {
@@ -462,8 +481,19 @@ async fn spawn_echo() -> Check {
 /// Which request a cell sends.
 #[derive(Clone)]
 enum Op {
-    Direct { url: Arc<str>, body: Bytes },
-    Toolwire { url: Arc<str>, body: Bytes },
+    Direct {
+        url: Arc<str>,
+        body: Bytes,
+    },
+    Toolwire {
+        url: Arc<str>,
+        body: Bytes,
+    },
+    /// `/v1/execute` with a completion from [`execute_template`], new call ids each time.
+    Execute {
+        url: Arc<str>,
+        template: Arc<str>,
+    },
     Spawn,
 }
 
@@ -479,6 +509,7 @@ impl Op {
                 }
             }
             Op::Toolwire { url, body } => no_failed_call(&post_json(client, url, body).await?),
+            Op::Execute { url, template } => no_failed_call(&post_json(client, url, &execute_body(template)).await?),
             Op::Spawn => spawn_echo().await,
         }
     }
@@ -488,12 +519,20 @@ impl Op {
 /// benchmark fails loudly instead of timing error answers.
 async fn verify(client: &reqwest::Client, base: &str) -> Check {
     for n in [1, 8] {
-        let bytes = post_json(client, &format!("{base}/v1/execute"), &execute_body(n)).await?;
+        let body = execute_body(&execute_template(n));
+        let bytes = post_json(client, &format!("{base}/v1/execute"), &body).await?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
         let results = v["results"].as_array().ok_or("no results")?;
         let want = json!({"ok": true, "value": 42});
         if results.len() != n || results.iter().any(|r| r["ok"] != json!(true) || r["output"] != want) {
             return Err(format!("/v1/execute with {n} calls: unexpected answer {v}"));
+        }
+        // The same completion again is answered from the replay store: the timed requests
+        // must therefore carry new call ids (they do, see `execute_body`).
+        let again: Value = serde_json::from_slice(&post_json(client, &format!("{base}/v1/execute"), &body).await?)
+            .map_err(|e| e.to_string())?;
+        if again["results"][0]["replayed"] != json!(true) {
+            eprintln!("note: a repeated completion was not answered from the replay store");
         }
         if v["messages"].as_array().map(Vec::len) != Some(n) {
             return Err(format!("/v1/execute with {n} calls: expected {n} tool messages: {v}"));
@@ -659,13 +698,13 @@ async fn run_all(s: Settings, backend: SocketAddr, toolwire: SocketAddr) -> Vec<
             url: Arc::from(format!("http://{backend}/echo")),
             body: Bytes::from_static(ARGUMENTS.as_bytes()),
         },
-        "b1" => Op::Toolwire {
+        "b1" => Op::Execute {
             url: Arc::clone(&execute),
-            body: execute_body(1),
+            template: Arc::from(execute_template(1)),
         },
-        "b8" => Op::Toolwire {
+        "b8" => Op::Execute {
             url: Arc::clone(&execute),
-            body: execute_body(8),
+            template: Arc::from(execute_template(8)),
         },
         "c0" => Op::Spawn,
         _ => Op::Toolwire {
