@@ -3,8 +3,8 @@
 //! request that parses then goes through `execute::prepare` (provider resolution, parse, call
 //! count and id checks).
 //!
-//! Invariants: no panic; `Value` parsing fails only as `InvalidJson` (or `InvalidRequest` for
-//! an empty body), never as a shape error; a prepared request has at most `MAX_CALLS` calls
+//! Invariants: no panic; `Value` parsing fails only as `InvalidJson`, `InvalidRequest` (blank)
+//! or `Unprocessable` (well-formed, not an object); a prepared request has at most `MAX_CALLS` calls
 //! with unique ids.
 
 use std::collections::HashSet;
