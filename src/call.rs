@@ -4,6 +4,8 @@
 //! into exactly one [`ToolResult`], and `provider::*::format` turns the results back into the
 //! provider's own messages. Nothing here knows about a particular provider or backend.
 
+use base64::Engine as _;
+use bytes::Bytes;
 use serde::{Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value};
 
@@ -204,6 +206,189 @@ pub enum Outcome {
     Err(ToolError),
 }
 
+/// A file a tool returned beside its output (an image, a PDF, …). The bytes are kept as bytes
+/// and are never decoded as text; providers get them in their native form (base64 blocks,
+/// data URLs) or, where a format has none, as a one-line description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFile {
+    /// A plain file name (no directories, no control characters), never empty.
+    pub filename: String,
+    /// The media type's essence (`type/subtype`), lowercase, without parameters.
+    pub mime_type: String,
+    pub data: Bytes,
+}
+
+/// What a provider can do with a file, decided from its media type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// An image every image-capable provider takes: PNG, JPEG, GIF or WebP.
+    Image(ImageFormat),
+    /// `application/pdf`.
+    Pdf,
+    /// `text/*`.
+    Text,
+    /// Anything else.
+    Other,
+}
+
+/// The four image formats the providers have in common.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Png,
+    Jpeg,
+    Gif,
+    Webp,
+}
+
+impl ImageFormat {
+    /// The short name (`png`, `jpeg`, `gif`, `webp`), as Bedrock's `image.format` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "png",
+            ImageFormat::Jpeg => "jpeg",
+            ImageFormat::Gif => "gif",
+            ImageFormat::Webp => "webp",
+        }
+    }
+}
+
+/// Longest file name kept, in bytes.
+const MAX_FILENAME_BYTES: usize = 255;
+
+impl ToolFile {
+    /// A file with a checked media type and a sanitised name. Fails (with the reason) when
+    /// `mime_type` is not a `type/subtype` media type; an unusable `filename` falls back to
+    /// `file.<ext>`.
+    pub fn try_new(filename: &str, mime_type: &str, data: Bytes) -> Result<Self, String> {
+        let mime_type = media_type_essence(mime_type)
+            .ok_or_else(|| format!("`{}` is not a media type (type/subtype)", mime_type.escape_debug()))?;
+        let filename = sanitize_filename(filename).unwrap_or_else(|| default_filename(&mime_type));
+        Ok(ToolFile {
+            filename,
+            mime_type,
+            data,
+        })
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    /// What providers can do with this file.
+    pub fn kind(&self) -> FileKind {
+        match self.mime_type.as_str() {
+            "image/png" => FileKind::Image(ImageFormat::Png),
+            "image/jpeg" | "image/jpg" => FileKind::Image(ImageFormat::Jpeg),
+            "image/gif" => FileKind::Image(ImageFormat::Gif),
+            "image/webp" => FileKind::Image(ImageFormat::Webp),
+            "application/pdf" => FileKind::Pdf,
+            m if m.starts_with("text/") => FileKind::Text,
+            _ => FileKind::Other,
+        }
+    }
+
+    /// The media type as providers expect it (`image/jpg` is written `image/jpeg`).
+    pub fn media_type(&self) -> &str {
+        match self.kind() {
+            FileKind::Image(ImageFormat::Jpeg) => "image/jpeg",
+            _ => &self.mime_type,
+        }
+    }
+
+    /// The bytes, standard base64 with padding.
+    pub fn base64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
+
+    /// `data:<mime>;base64,<data>`.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type(), self.base64())
+    }
+
+    /// The bytes as UTF-8 text, for `text/*` files that are valid UTF-8.
+    pub fn text(&self) -> Option<&str> {
+        match self.kind() {
+            FileKind::Text => std::str::from_utf8(&self.data).ok(),
+            _ => None,
+        }
+    }
+
+    /// `chart.png, image/png, 2048 bytes`.
+    pub fn describe(&self) -> String {
+        format!("{}, {}, {} bytes", self.filename, self.mime_type, self.size())
+    }
+
+    /// `[file: chart.png, image/png, 2048 bytes]`: how text-only formats mention the file.
+    pub fn note(&self) -> String {
+        format!("[file: {}]", self.describe())
+    }
+}
+
+/// `type/subtype` of a media type (parameters dropped), lowercase, when both parts are RFC 6838
+/// restricted names (`[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}`).
+pub fn media_type_essence(value: &str) -> Option<String> {
+    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let (ty, sub) = essence.split_once('/')?;
+    let restricted = |s: &str| {
+        let mut bytes = s.bytes();
+        bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.len() <= 127
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+    };
+    (restricted(ty) && restricted(sub)).then_some(essence)
+}
+
+/// The last path component of `name`, without control characters, trimmed, at most
+/// [`MAX_FILENAME_BYTES`]; `None` when nothing usable is left.
+fn sanitize_filename(name: &str) -> Option<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let clean: String = base.chars().filter(|c| !c.is_control()).collect();
+    let clean = clean.trim();
+    if clean.is_empty() || clean == "." || clean == ".." {
+        return None;
+    }
+    let mut end = clean.len().min(MAX_FILENAME_BYTES);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(clean[..end].to_owned())
+}
+
+/// `file.<ext>` for a media type.
+pub fn default_filename(mime_type: &str) -> String {
+    format!("file.{}", extension_for(mime_type))
+}
+
+/// The usual file extension of a media type (`bin` when unknown).
+pub fn extension_for(mime_type: &str) -> &'static str {
+    match mime_type {
+        "image/png" => "png",
+        "image/jpeg" | "image/jpg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "image/bmp" => "bmp",
+        "image/tiff" => "tiff",
+        "image/heic" => "heic",
+        "application/pdf" => "pdf",
+        "application/zip" => "zip",
+        "application/gzip" => "gz",
+        "application/msword" => "doc",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
+        "application/vnd.ms-excel" => "xls",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
+        "text/plain" => "txt",
+        "text/csv" => "csv",
+        "text/html" => "html",
+        "text/markdown" => "md",
+        "audio/mpeg" => "mp3",
+        "audio/wav" => "wav",
+        "video/mp4" => "mp4",
+        _ => "bin",
+    }
+}
+
 /// Exactly one per call, in call order (DESIGN §4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
@@ -212,6 +397,11 @@ pub struct ToolResult {
     /// The arguments as received (object, or the raw unusable value).
     pub arguments: Value,
     pub outcome: Outcome,
+    /// Files the tool returned beside its output (only on success).
+    pub files: Vec<ToolFile>,
+    /// Serialise each file's bytes (`files[].data`, base64) in `results[]` (request option
+    /// `include_file_data`); by default only name, type and size are listed.
+    pub include_file_data: bool,
     /// The output was cut to the model-facing limit (a marker is in the output too).
     pub truncated: bool,
     /// Backend attempts made (0 when the call never reached a backend).
@@ -230,6 +420,8 @@ impl ToolResult {
             name: call.name.clone(),
             arguments: call.arguments.to_value(),
             outcome: Outcome::Ok(output),
+            files: Vec::new(),
+            include_file_data: false,
             truncated: false,
             attempts: 1,
             duration_ms: 0,
@@ -244,6 +436,8 @@ impl ToolResult {
             name: call.name.clone(),
             arguments: call.arguments.to_value(),
             outcome: Outcome::Err(error),
+            files: Vec::new(),
+            include_file_data: false,
             truncated: false,
             attempts: 0,
             duration_ms: 0,
@@ -273,6 +467,34 @@ impl ToolResult {
             Outcome::Err(e) => e.model_text(),
         }
     }
+
+    /// [`ToolResult::model_text`] followed by one [`ToolFile::note`] line per file: the result
+    /// for formats that can only carry text.
+    pub fn model_text_with_file_notes(&self) -> String {
+        let mut text = self.model_text();
+        for f in &self.files {
+            text.push('\n');
+            text.push_str(&f.note());
+        }
+        text
+    }
+}
+
+/// A file as listed in `results[].files`: name, type, size, and the bytes only when asked.
+struct FileEntry<'a>(&'a ToolFile, bool);
+
+impl Serialize for FileEntry<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let FileEntry(file, with_data) = self;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("filename", &file.filename)?;
+        map.serialize_entry("mime_type", &file.mime_type)?;
+        map.serialize_entry("size", &file.size())?;
+        if *with_data {
+            map.serialize_entry("data", &file.base64())?;
+        }
+        map.end()
+    }
 }
 
 impl Serialize for ToolResult {
@@ -285,6 +507,14 @@ impl Serialize for ToolResult {
             Outcome::Ok(output) => {
                 map.serialize_entry("ok", &true)?;
                 map.serialize_entry("output", output)?;
+                if !self.files.is_empty() {
+                    let files: Vec<FileEntry<'_>> = self
+                        .files
+                        .iter()
+                        .map(|f| FileEntry(f, self.include_file_data))
+                        .collect();
+                    map.serialize_entry("files", &files)?;
+                }
             }
             Outcome::Err(error) => {
                 map.serialize_entry("ok", &false)?;

@@ -134,7 +134,7 @@ pub async fn run_with_events(
         events,
     };
     let results = executor.execute(registry, &batch).await;
-    let messages = provider.format(&parsed, &results);
+    let messages = provider.format(&parsed, &results, &(&req.options).into());
     ExecuteResponse {
         provider,
         finished: parsed.finished,

@@ -228,7 +228,8 @@ async fn stderr_flood_is_drained_and_does_not_count_as_output() {
         out,
         Output {
             value: json!(""),
-            truncated: false
+            truncated: false,
+            files: vec![]
         }
     );
 }
@@ -265,7 +266,8 @@ async fn invalid_json_output_is_an_error_but_fine_as_text() {
         out,
         Output {
             value: json!("{not json"),
-            truncated: false
+            truncated: false,
+            files: vec![]
         }
     );
 }

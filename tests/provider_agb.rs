@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use toolwire::call::{Arguments, ErrorDetail, ErrorKind, ToolCall, ToolError, ToolResult};
 use toolwire::provider::detect::{detect, matches};
-use toolwire::provider::{Parsed, Provider};
+use toolwire::provider::{FormatOptions, Parsed, Provider};
 
 type TestResult = Result<(), Box<dyn Error>>;
 
@@ -284,10 +284,19 @@ fn snapshot_cases(
     let done = provider.parse(&fixture(final_answer.0, final_answer.1)?)?;
     assert!(done.calls.is_empty());
     Ok(vec![
-        ("all_succeeded", provider.format(&parsed, &all_ok(&parsed))),
-        ("all_failed", provider.format(&parsed, &all_failed(&parsed))),
-        ("mixed", provider.format(&parsed, &mixed(&parsed))),
-        ("no_calls", provider.format(&done, &[])),
+        (
+            "all_succeeded",
+            provider.format(&parsed, &all_ok(&parsed), &FormatOptions::default()),
+        ),
+        (
+            "all_failed",
+            provider.format(&parsed, &all_failed(&parsed), &FormatOptions::default()),
+        ),
+        (
+            "mixed",
+            provider.format(&parsed, &mixed(&parsed), &FormatOptions::default()),
+        ),
+        ("no_calls", provider.format(&done, &[], &FormatOptions::default())),
     ])
 }
 
@@ -310,7 +319,7 @@ fn anthropic_format_snapshots() -> TestResult {
     assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "anthropic_invalid_arguments",
-        Provider::Anthropic.format(&parsed, &answer_invalid(&parsed))
+        Provider::Anthropic.format(&parsed, &answer_invalid(&parsed), &FormatOptions::default())
     );
 
     let paused = json!({"type": "message", "role": "assistant", "content": [
@@ -318,7 +327,10 @@ fn anthropic_format_snapshots() -> TestResult {
     ], "stop_reason": "pause_turn"});
     let parsed = Provider::Anthropic.parse(&paused)?;
     assert!(!parsed.finished);
-    insta::assert_json_snapshot!("anthropic_pause_turn", Provider::Anthropic.format(&parsed, &[]));
+    insta::assert_json_snapshot!(
+        "anthropic_pause_turn",
+        Provider::Anthropic.format(&parsed, &[], &FormatOptions::default())
+    );
     Ok(())
 }
 
@@ -339,7 +351,10 @@ fn gemini_format_snapshots() -> TestResult {
         &no_id.calls[0],
         json!(["AMC Mountain View 16", "Regal Edwards 14"]),
     )];
-    insta::assert_json_snapshot!("gemini_call_without_id", Provider::Gemini.format(&no_id, &results));
+    insta::assert_json_snapshot!(
+        "gemini_call_without_id",
+        Provider::Gemini.format(&no_id, &results, &FormatOptions::default())
+    );
 
     let invalid = json!({"candidates": [{"content": {"role": "model", "parts": [
         {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}, "id": "a1"}},
@@ -349,11 +364,14 @@ fn gemini_format_snapshots() -> TestResult {
     assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "gemini_invalid_arguments",
-        Provider::Gemini.format(&parsed, &answer_invalid(&parsed))
+        Provider::Gemini.format(&parsed, &answer_invalid(&parsed), &FormatOptions::default())
     );
 
     let snake = Provider::Gemini.parse(&fixture("gemini", "sdk_dump_snake_case_parallel")?)?;
-    insta::assert_json_snapshot!("gemini_snake_case", Provider::Gemini.format(&snake, &mixed(&snake)));
+    insta::assert_json_snapshot!(
+        "gemini_snake_case",
+        Provider::Gemini.format(&snake, &mixed(&snake), &FormatOptions::default())
+    );
     Ok(())
 }
 
@@ -392,7 +410,10 @@ fn bedrock_format_snapshots() -> TestResult {
         .zip(outputs)
         .map(|(c, o)| ToolResult::ok(c, o))
         .collect();
-    insta::assert_json_snapshot!("bedrock_output_kinds", Provider::Bedrock.format(&parsed, &results));
+    insta::assert_json_snapshot!(
+        "bedrock_output_kinds",
+        Provider::Bedrock.format(&parsed, &results, &FormatOptions::default())
+    );
 
     let invalid = json!({"output": {"message": {"role": "assistant", "content": [
         {"toolUse": {"toolUseId": "tooluse_ok", "name": "top_song", "input": {"sign": "WZPZ"}}},
@@ -402,7 +423,7 @@ fn bedrock_format_snapshots() -> TestResult {
     assert!(matches!(parsed.calls[1].arguments, Arguments::Invalid { .. }));
     insta::assert_json_snapshot!(
         "bedrock_invalid_arguments",
-        Provider::Bedrock.format(&parsed, &answer_invalid(&parsed))
+        Provider::Bedrock.format(&parsed, &answer_invalid(&parsed), &FormatOptions::default())
     );
     Ok(())
 }
@@ -420,7 +441,7 @@ fn a_missing_result_is_still_answered() -> TestResult {
     ] {
         let parsed = provider.parse(&fixture(folder, stem)?)?;
         let only_first = vec![ToolResult::ok(&parsed.calls[0], json!("ok"))];
-        let messages = provider.format(&parsed, &only_first);
+        let messages = provider.format(&parsed, &only_first, &FormatOptions::default());
         assert_eq!(answered(provider, &messages).len(), parsed.calls.len(), "{provider}");
         assert!(messages[0].to_string().contains("internal"), "{provider}");
     }
@@ -566,7 +587,7 @@ proptest! {
     fn format_answers_every_call_once_in_order(spec in calls_and_outcomes(), snake in any::<bool>()) {
         for provider in [Provider::Anthropic, Provider::Gemini, Provider::Bedrock] {
             let (parsed, results) = build(provider, &spec, snake);
-            let messages = provider.format(&parsed, &results);
+            let messages = provider.format(&parsed, &results, &FormatOptions::default());
             if parsed.calls.is_empty() {
                 prop_assert!(messages.is_empty());
                 continue;
@@ -610,7 +631,7 @@ proptest! {
                 if let Ok(parsed) = provider.parse(body) {
                     let results: Vec<ToolResult> =
                         parsed.calls.iter().map(|c| ToolResult::ok(c, v.clone())).collect();
-                    let _ = provider.format(&parsed, &results);
+                    let _ = provider.format(&parsed, &results, &FormatOptions::default());
                 }
             }
             let _ = detect(body);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use toolwire::call::{Arguments, ArgumentsProblem, ErrorDetail, ErrorKind, ToolCall, ToolError, ToolResult};
-use toolwire::provider::{DeclareOptions, ParseError, Parsed, Provider, ToolDeclaration, schema};
+use toolwire::provider::{DeclareOptions, FormatOptions, ParseError, Parsed, Provider, ToolDeclaration, schema};
 
 const FAMILY: [Provider; 5] = [
     Provider::OpenaiChat,
@@ -220,7 +220,7 @@ fn openai_chat_custom_tool_call_is_a_call_with_input_argument() {
     );
     let results = [ToolResult::ok(&parsed.calls[0], json!("hi"))];
     assert_eq!(
-        Provider::OpenaiChat.format(&parsed, &results),
+        Provider::OpenaiChat.format(&parsed, &results, &FormatOptions::default()),
         vec![json!({"role": "tool", "tool_call_id": "call_c", "content": "hi"})]
     );
 }
@@ -257,7 +257,7 @@ fn responses_hosted_tool_items_are_server_side_and_ids_are_call_ids() {
     assert_eq!(parsed.assistant, output);
     let results: Vec<_> = parsed.calls.iter().map(|c| ToolResult::ok(c, json!("ok"))).collect();
     assert_eq!(
-        Provider::OpenaiResponses.format(&parsed, &results),
+        Provider::OpenaiResponses.format(&parsed, &results, &FormatOptions::default()),
         vec![
             json!({"type": "function_call_output", "call_id": "call_a", "output": "ok"}),
             json!({"type": "custom_tool_call_output", "call_id": "call_b", "output": "ok"}),
@@ -413,7 +413,7 @@ fn results_for(parsed: &Parsed, ok: impl Fn(usize) -> bool) -> Vec<ToolResult> {
 fn formatted(provider: Provider, body: &Value, ok: impl Fn(usize) -> bool) -> Vec<Value> {
     let parsed = provider.parse(body).expect("parse");
     let results = results_for(&parsed, ok);
-    let messages = provider.format(&parsed, &results);
+    let messages = provider.format(&parsed, &results, &FormatOptions::default());
     assert_eq!(messages.len(), parsed.calls.len(), "{provider}: one message per call");
     messages
 }
@@ -650,7 +650,7 @@ fn check_answers(provider: Provider, calls: &[GenCall]) -> Result<(), TestCaseEr
             }
         })
         .collect();
-    let messages = provider.format(&parsed, &results);
+    let messages = provider.format(&parsed, &results, &FormatOptions::default());
     prop_assert_eq!(messages.len(), order.len());
     for ((message, g), call) in messages.iter().zip(&order).zip(&parsed.calls) {
         prop_assert_eq!(&call.id, &g.id);

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 use toolwire::call::{ErrorDetail, ErrorKind, ToolCall, ToolError, ToolResult};
-use toolwire::provider::{Provider, detect};
+use toolwire::provider::{FormatOptions, Provider, detect};
 
 pub fn run(data: &[u8]) {
     let Ok(completion) = serde_json::from_slice::<Value>(data) else {
@@ -31,7 +31,7 @@ pub fn run(data: &[u8]) {
             parsed.calls.len()
         );
         let results = synthetic_results(&parsed.calls);
-        let messages = provider.format(&parsed, &results);
+        let messages = provider.format(&parsed, &results, &FormatOptions::default());
         assert_eq!(
             messages.is_empty(),
             parsed.calls.is_empty(),

@@ -19,12 +19,13 @@ use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
+use reqwest::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{StatusCode, Url};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::egress::{Blocked, EgressPolicy, GuardedResolver};
+use super::files::{self, BodyKind};
 use super::{Attempt, BackendError, Output};
 use crate::config::server::HttpClientConfig;
 use crate::template::{Template, lookup};
@@ -165,13 +166,16 @@ impl HttpBackend {
         if !status.is_success() {
             return Err(read_status_error(response, deadline).await);
         }
-        let is_json = response
+        let kind = files::classify(response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()));
+        let disposition = response
             .headers()
-            .get(CONTENT_TYPE)
+            .get(CONTENT_DISPOSITION)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(is_json_content_type);
+            .map(str::to_owned);
         let cap = attempt.policy.max_read_bytes;
-        if is_json && response.content_length().is_some_and(|n| n > cap as u64) {
+        // JSON and binary bodies cannot be cut, only text can.
+        let uncuttable = matches!(kind, BodyKind::Json | BodyKind::Binary(_));
+        if uncuttable && response.content_length().is_some_and(|n| n > cap as u64) {
             // No need to read what we would throw away; dropping the response closes the
             // connection.
             return Err(BackendError::OutputTooLarge { limit: cap });
@@ -188,7 +192,7 @@ impl HttpBackend {
                 });
             }
         }
-        decode_body(status, is_json, buf, cap)
+        decode_body(status, &kind, disposition.as_deref(), buf, cap)
     }
 
     /// The request for one attempt; fails only on arguments that cannot be sent safely.
@@ -348,11 +352,6 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     (wait <= MAX_RETRY_AFTER).then_some(wait)
 }
 
-fn is_json_content_type(value: &str) -> bool {
-    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || essence.ends_with("+json")
-}
-
 /// A failure while reading a response body.
 enum ReadError {
     Timeout,
@@ -443,25 +442,43 @@ fn char_boundary_cut(bytes: &[u8], max: usize) -> usize {
     }
 }
 
-/// Turns a 2xx body (at most `cap + 1` bytes) into the output: JSON stays JSON, text stays
-/// text, and an over-long body is an error for JSON (it cannot be cut) or truncated text.
-fn decode_body(status: StatusCode, is_json: bool, buf: Vec<u8>, cap: usize) -> Result<Output, BackendError> {
+/// Turns a 2xx body (at most `cap + 1` bytes) into the output: JSON stays JSON (the JSON files
+/// form is split into content and files), text stays text, binary becomes one file with the
+/// exact bytes (never text). An over-long body is an error for JSON and binary (they cannot be
+/// cut) and truncated for text.
+fn decode_body(
+    status: StatusCode,
+    kind: &BodyKind,
+    disposition: Option<&str>,
+    buf: Vec<u8>,
+    cap: usize,
+) -> Result<Output, BackendError> {
     let over = buf.len() > cap;
+    let is_json = *kind == BodyKind::Json;
     if buf.is_empty() && (status == StatusCode::NO_CONTENT || is_json) {
-        return Ok(Output {
-            value: Value::Null,
-            truncated: false,
-        });
+        return Ok(Output::new(Value::Null, false));
+    }
+    if buf.is_empty() {
+        return Ok(Output::new(Value::String(String::new()), false));
+    }
+    let binary = match kind {
+        BodyKind::Binary(mime) => Some(mime.as_str()),
+        // No type given: UTF-8 (possibly cut mid-character at the cap) is text, the rest a file.
+        BodyKind::Unknown if !looks_like_text(&buf, cap) => Some("application/octet-stream"),
+        _ => None,
+    };
+    if let Some(mime) = binary {
+        if over {
+            return Err(BackendError::OutputTooLarge { limit: cap });
+        }
+        return Ok(files::binary_output(buf, mime, disposition));
     }
     if is_json {
         if over {
             return Err(BackendError::OutputTooLarge { limit: cap });
         }
         if let Ok(value) = serde_json::from_slice::<Value>(&buf) {
-            return Ok(Output {
-                value,
-                truncated: false,
-            });
+            return files::with_json_files(Output::new(value, false), cap);
         }
         // A backend that labels text as JSON: keep what it said rather than fail the call.
     }
@@ -473,10 +490,13 @@ fn decode_body(status: StatusCode, is_json: bool, buf: Vec<u8>, cap: usize) -> R
         }
         Err(e) => String::from_utf8_lossy(&e.into_bytes()[..cut]).into_owned(),
     };
-    Ok(Output {
-        value: Value::String(text),
-        truncated: over,
-    })
+    Ok(Output::new(Value::String(text), over))
+}
+
+/// Is an untyped body text? Valid UTF-8 up to the cap (a character split by the cap is fine).
+fn looks_like_text(buf: &[u8], cap: usize) -> bool {
+    let head = &buf[..char_boundary_cut(buf, cap)];
+    std::str::from_utf8(head).is_ok()
 }
 
 /// Maps a failure before the response head arrived.
@@ -762,10 +782,30 @@ mod tests {
 
     #[test]
     fn json_content_types() {
-        assert!(is_json_content_type("application/json"));
-        assert!(is_json_content_type("Application/JSON; charset=utf-8"));
-        assert!(is_json_content_type("application/problem+json"));
-        assert!(!is_json_content_type("text/plain"));
-        assert!(!is_json_content_type("application/jsonl"));
+        let is_json = |v| files::classify(Some(v)) == BodyKind::Json;
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/problem+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/jsonl"));
+    }
+
+    #[test]
+    fn binary_bodies_become_files_never_text() {
+        let png = b"\x89PNG\r\n\x1a\n\xff\xfe".to_vec();
+        let kind = BodyKind::Binary("image/png".into());
+        let out = decode_body(StatusCode::OK, &kind, None, png.clone(), 100).unwrap();
+        assert_eq!(&out.files[0].data[..], &png[..]);
+        assert_eq!(out.files[0].filename, "file.png");
+        assert_eq!(
+            decode_body(StatusCode::OK, &kind, None, png.clone(), 4).unwrap_err(),
+            BackendError::OutputTooLarge { limit: 4 }
+        );
+        // Untyped: UTF-8 is text, anything else a file.
+        let out = decode_body(StatusCode::OK, &BodyKind::Unknown, None, png, 100).unwrap();
+        assert_eq!(out.files[0].mime_type, "application/octet-stream");
+        let out = decode_body(StatusCode::OK, &BodyKind::Unknown, None, b"hello".to_vec(), 100).unwrap();
+        assert_eq!(out.value, json!("hello"));
+        assert!(out.files.is_empty());
     }
 }

@@ -6,6 +6,7 @@
 //! how to stop cleanly (drop the HTTP request; TERM then KILL a process group).
 
 pub mod egress;
+pub mod files;
 pub mod http;
 pub mod reaper;
 pub mod subprocess;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::call::{ErrorKind, ToolError};
+use crate::call::{ErrorKind, ToolError, ToolFile};
 use crate::tool::Policy;
 
 /// Everything one attempt needs.
@@ -42,6 +43,19 @@ pub struct Output {
     pub value: Value,
     /// The backend produced more than `max_read_bytes`; `value` holds the first part.
     pub truncated: bool,
+    /// Files returned beside the output (see [`files`]).
+    pub files: Vec<ToolFile>,
+}
+
+impl Output {
+    /// An output without files.
+    pub fn new(value: Value, truncated: bool) -> Self {
+        Output {
+            value,
+            truncated,
+            files: Vec::new(),
+        }
+    }
 }
 
 /// Why one attempt failed. `sent` fields say whether the backend may have acted on the request,

@@ -178,20 +178,18 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
     let truncated = stdout.total > stdout.kept.len();
     match spec.output {
         OutputMode::Json if truncated => Err(BackendError::OutputTooLarge { limit: cap }),
-        OutputMode::Json => serde_json::from_slice(&stdout.kept)
-            .map(|value| Output {
-                value,
-                truncated: false,
-            })
-            .map_err(|e| {
+        OutputMode::Json => {
+            let value = serde_json::from_slice(&stdout.kept).map_err(|e| {
                 BackendError::InvalidOutput(format!(
                     "the tool printed invalid JSON on stdout ({e}); its output setting is \"json\""
                 ))
-            }),
-        OutputMode::Text => Ok(Output {
-            value: Value::String(utf8_prefix_lossy(&stdout.kept, truncated)),
+            })?;
+            super::files::with_json_files(Output::new(value, false), cap)
+        }
+        OutputMode::Text => Ok(Output::new(
+            Value::String(utf8_prefix_lossy(&stdout.kept, truncated)),
             truncated,
-        }),
+        )),
     }
 }
 

@@ -28,6 +28,7 @@ use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 use crate::config::ServerConfig;
 use crate::registry::Registry;
 use crate::tool::{BackendSpec, Tool};
+use replay::Stored as Ran;
 use retry::{Jitter, RandomJitter, RetryBudget};
 
 /// Most tool names listed in an `unknown_tool` message.
@@ -45,6 +46,12 @@ pub struct ExecOptions {
     pub deadline_ms: Option<u64>,
     /// Only these tools may run in this request; other calls get `unknown_tool`.
     pub tools: Option<Vec<String>>,
+    /// List each returned file's bytes (`results[].files[].data`, base64); default false: only
+    /// name, type and size. Provider messages always carry the files either way.
+    pub include_file_data: Option<bool>,
+    /// OpenAI Chat only (tool messages are text there): also append one `user` message after
+    /// the tool messages that carries the returned images (default false).
+    pub files_as_user_message: Option<bool>,
 }
 
 /// Server-wide limits the executor applies.
@@ -231,17 +238,23 @@ impl Executor {
             tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work =
             AssertUnwindSafe(self.run_checked(registry, batch, call, index, deadline, request_slots)).catch_unwind();
-        let (outcome, truncated, attempts, replayed) = async {
+        let (ran, replayed) = async {
             tokio::select! {
                 r = work => match r {
                     Ok(r) => r,
-                    Err(_) => (Outcome::Err(ToolError::new(ErrorKind::Internal, "The tool runner failed unexpectedly on this call. Try again later.", true)), false, 0, false),
+                    Err(_) => (Ran::err(ToolError::new(ErrorKind::Internal, "The tool runner failed unexpectedly on this call. Try again later.", true)), false),
                 },
-                () = batch.cancel.cancelled() => (Outcome::Err(ToolError::new(ErrorKind::Rejected, "The server is shutting down; the call was stopped. Try again.", true)), false, 0, false),
+                () = batch.cancel.cancelled() => (Ran::err(ToolError::new(ErrorKind::Rejected, "The server is shutting down; the call was stopped. Try again.", true)), false),
             }
         }
         .instrument(span.clone())
         .await;
+        let Ran {
+            outcome,
+            files,
+            truncated,
+            attempts,
+        } = ran;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let outcome = match outcome {
             Outcome::Err(mut e) => {
@@ -256,6 +269,8 @@ impl Executor {
             name: call.name.clone(),
             arguments: call.arguments.to_value(),
             outcome,
+            files,
+            include_file_data: batch.options.include_file_data.unwrap_or(false),
             truncated,
             attempts,
             duration_ms,
@@ -277,7 +292,7 @@ impl Executor {
     }
 
     /// Checks the call, answers repeats from the replay store, and runs the rest.
-    /// Returns (outcome, truncated, attempts, replayed).
+    /// Returns what the call produced and whether it was replayed.
     async fn run_checked(
         &self,
         registry: &Registry,
@@ -286,14 +301,14 @@ impl Executor {
         index: usize,
         request_deadline: Instant,
         request_slots: Arc<Semaphore>,
-    ) -> (Outcome, bool, u32, bool) {
+    ) -> (Ran, bool) {
         let tool = match self.lookup(registry, batch.options, &call.name) {
             Ok(t) => t,
-            Err(e) => return (Outcome::Err(e), false, 0, false),
+            Err(e) => return (Ran::err(e), false),
         };
         let args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
             Ok(a) => a,
-            Err(e) => return (Outcome::Err(e), false, 0, false),
+            Err(e) => return (Ran::err(e), false),
         };
         let mut guard = None;
         if let (Some(store), Some(id), true) = (&self.replay, call.id.as_deref(), tool.policy.replay) {
@@ -301,7 +316,7 @@ impl Executor {
             let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
             loop {
                 match store.claim(&key) {
-                    replay::Claim::Stored(s) => return (s.outcome, s.truncated, s.attempts, true),
+                    replay::Claim::Stored(s) => return (s, true),
                     replay::Claim::Fresh => {
                         guard = Some(ReplayGuard {
                             store: Arc::clone(store),
@@ -312,7 +327,7 @@ impl Executor {
                     }
                     replay::Claim::InFlight(mut rx) => {
                         match tokio::time::timeout_at(deadline, wait_settled(&mut rx)).await {
-                            Ok(Some(s)) => return (s.outcome, s.truncated, s.attempts, true),
+                            Ok(Some(s)) => return (s, true),
                             // The first run was abandoned (cancelled): claim again.
                             Ok(None) => {}
                             Err(_) => {
@@ -321,14 +336,14 @@ impl Executor {
                                     "An identical call is still running and did not finish before this one's deadline. Try again later.",
                                     true,
                                 );
-                                return (Outcome::Err(e), false, 0, false);
+                                return (Ran::err(e), false);
                             }
                         }
                     }
                 }
             }
         }
-        let (outcome, truncated, attempts) = self
+        let ran = self
             .run_tool(
                 registry,
                 batch,
@@ -341,9 +356,9 @@ impl Executor {
             )
             .await;
         if let Some(g) = guard {
-            g.settle(&outcome, truncated, attempts);
+            g.settle(&ran);
         }
-        (outcome, truncated, attempts, false)
+        (ran, false)
     }
 
     /// Admission, the retry loop against the backend, and the output bound.
@@ -358,12 +373,12 @@ impl Executor {
         request_slots: Arc<Semaphore>,
         tool: &Tool,
         mut args: Map<String, Value>,
-    ) -> (Outcome, bool, u32) {
+    ) -> Ran {
         inject(tool, batch.state, &mut args);
         let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
         let _permits = match self.admit(tool, request_slots, deadline).await {
             Ok(p) => p,
-            Err(e) => return (Outcome::Err(e), false, 0),
+            Err(e) => return Ran::err(e),
         };
         let key = format!(
             "{}:{}",
@@ -422,9 +437,17 @@ impl Executor {
         match outcome.result {
             Ok(out) => {
                 let (value, truncated) = output::bound(out.value, out.truncated, tool.policy.max_output_bytes);
-                (Outcome::Ok(value), truncated, outcome.attempts)
+                Ran {
+                    outcome: Outcome::Ok(value),
+                    files: out.files,
+                    truncated,
+                    attempts: outcome.attempts,
+                }
             }
-            Err(e) => (Outcome::Err(e), false, outcome.attempts),
+            Err(e) => Ran {
+                attempts: outcome.attempts,
+                ..Ran::err(e)
+            },
         }
     }
 
@@ -540,18 +563,11 @@ struct ReplayGuard {
 impl ReplayGuard {
     /// Stores the result, except failures the agent may retry (timeouts, unreachable or
     /// failing backends, rejections): a re-sent request should try those again.
-    fn settle(mut self, outcome: &Outcome, truncated: bool, attempts: u32) {
+    fn settle(mut self, ran: &Ran) {
         self.settled = true;
-        match outcome {
+        match &ran.outcome {
             Outcome::Err(e) if e.retryable => self.store.abandon(&self.key),
-            _ => self.store.complete(
-                &self.key,
-                replay::Stored {
-                    outcome: outcome.clone(),
-                    truncated,
-                    attempts,
-                },
-            ),
+            _ => self.store.complete(&self.key, ran.clone()),
         }
     }
 }

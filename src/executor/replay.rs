@@ -19,14 +19,28 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::call::Outcome;
+use crate::call::{Outcome, ToolError, ToolFile};
 
-/// What is stored per call.
+/// What one call produced, and what is stored per call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
     pub outcome: Outcome,
+    /// Files returned beside a successful output (a replay returns them too).
+    pub files: Vec<ToolFile>,
     pub truncated: bool,
     pub attempts: u32,
+}
+
+impl Stored {
+    /// A failure that made no backend attempt.
+    pub fn err(error: ToolError) -> Self {
+        Stored {
+            outcome: Outcome::Err(error),
+            files: Vec::new(),
+            truncated: false,
+            attempts: 0,
+        }
+    }
 }
 
 /// The answer to "may this call run?".
@@ -189,7 +203,12 @@ fn approx_bytes(s: &Stored) -> usize {
         Outcome::Ok(v) => v.to_string().len(),
         Outcome::Err(e) => e.message.len() + e.details.iter().map(|d| d.path.len() + d.message.len()).sum::<usize>(),
     };
-    payload + 128
+    let files: usize = s
+        .files
+        .iter()
+        .map(|f| f.size() + f.filename.len() + f.mime_type.len())
+        .sum();
+    payload + files + 128
 }
 
 #[cfg(test)]
@@ -200,6 +219,7 @@ mod tests {
     fn ok(v: Value) -> Stored {
         Stored {
             outcome: Outcome::Ok(v),
+            files: Vec::new(),
             truncated: false,
             attempts: 1,
         }

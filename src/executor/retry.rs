@@ -240,6 +240,7 @@ mod tests {
                     Ok(Output {
                         value: json!("ok"),
                         truncated: false,
+                        files: Vec::new(),
                     })
                 }
             }
@@ -322,6 +323,7 @@ mod tests {
                     Ok(Output {
                         value: json!(1),
                         truncated: false,
+                        files: Vec::new(),
                     })
                 }
             },

@@ -13,6 +13,9 @@
 //! - **format**: ONE `user` message with one `tool_result` block per call, in call order and
 //!   nothing else (Anthropic rejects text placed before the results and results split over
 //!   several messages); failures carry `"is_error": true` and the error text as content.
+//!   Files a tool returned turn `content` into a list: the text block, then an `image` block
+//!   per JPEG/PNG/GIF/WebP image, a base64 `document` per PDF, a plain-text `document` per
+//!   UTF-8 `text/*` file, and a text line describing any other file.
 //! - **declare**: `{name, description?, input_schema, strict?}`; strict mode goes through
 //!   [`schema::anthropic_strict`], and a schema it cannot express is declared non-strict.
 
@@ -21,7 +24,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
-use crate::call::{Arguments, ErrorKind, ToolCall, ToolError, ToolResult};
+use crate::call::{Arguments, ErrorKind, FileKind, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
     ParseError::Shape {
@@ -103,7 +106,7 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
             let mut block = Map::new();
             block.insert("type".into(), json!("tool_result"));
             block.insert("tool_use_id".into(), json!(call.id));
-            block.insert("content".into(), json!(result.model_text()));
+            block.insert("content".into(), result_content(&result));
             if !result.is_ok() {
                 block.insert("is_error".into(), json!(true));
             }
@@ -111,6 +114,30 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
         })
         .collect();
     vec![json!({"role": "user", "content": blocks})]
+}
+
+/// The `content` of one `tool_result`: the text, or, when the tool returned files, a list of a
+/// text block followed by one block per file (images as `image`, PDFs as base64 `document`,
+/// UTF-8 `text/*` as a plain-text `document`, anything else as a text line describing it:
+/// Anthropic has no generic binary block).
+fn result_content(result: &ToolResult) -> Value {
+    if result.files.is_empty() {
+        return json!(result.model_text());
+    }
+    let mut blocks = vec![json!({"type": "text", "text": result.model_text()})];
+    for file in &result.files {
+        let block = match (file.kind(), file.text()) {
+            (FileKind::Image(_), _) => json!({"type": "image", "source": {
+                "type": "base64", "media_type": file.media_type(), "data": file.base64()}}),
+            (FileKind::Pdf, _) => json!({"type": "document", "title": file.filename, "source": {
+                "type": "base64", "media_type": "application/pdf", "data": file.base64()}}),
+            (FileKind::Text, Some(text)) => json!({"type": "document", "title": file.filename, "source": {
+                "type": "text", "media_type": "text/plain", "data": text}}),
+            _ => json!({"type": "text", "text": file.note()}),
+        };
+        blocks.push(block);
+    }
+    Value::Array(blocks)
 }
 
 /// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because

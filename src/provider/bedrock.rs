@@ -14,16 +14,20 @@
 //!   `json` content must be an object, so objects go as `{"json": obj}`, other JSON values as
 //!   `{"json": {"output": v}}`, strings as `{"text": s}`; failures as `{"text": <error>}` with
 //!   `status:"error"` (`status` is honoured by Claude and Nova; for other models the text still
-//!   says what failed).
+//!   says what failed). Files a tool returned follow that block: `{"image": {"format",
+//!   "source": {"bytes": <base64>}}}` for PNG/JPEG/GIF/WebP, `{"document": {"format", "name",
+//!   "source": {"bytes"}}}` for pdf/csv/doc/docx/xls/xlsx/html/txt/md (names sanitised to
+//!   Bedrock's character set and made unique), and a text line describing any other file.
 //! - **declare**: `{"toolSpec": {name, description?, inputSchema: {json}, strict?}}` for
 //!   `toolConfig.tools`.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
-use crate::call::{Arguments, ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
+use crate::call::{Arguments, ErrorKind, FileKind, Outcome, ToolCall, ToolError, ToolFile, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
     ParseError::Shape {
@@ -105,17 +109,85 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
     if parsed.calls.is_empty() {
         return Vec::new();
     }
+    let mut names = HashSet::new();
     let blocks: Vec<Value> = parsed
         .calls
         .iter()
         .enumerate()
         .map(|(i, call)| {
             let result = result_for(results, i, call);
-            let (content, status) = result_content(&result.outcome);
+            let (mut content, status) = result_content(&result.outcome);
+            if let Value::Array(blocks) = &mut content {
+                blocks.extend(result.files.iter().map(|f| file_block(f, &mut names)));
+            }
             json!({"toolResult": {"toolUseId": call.id, "content": content, "status": status}})
         })
         .collect();
     vec![json!({"role": "user", "content": blocks})]
+}
+
+/// One content block for a file: `image` for PNG/JPEG/GIF/WebP, `document` for the document
+/// formats Bedrock knows, otherwise a text line describing the file. `bytes` is base64, as in
+/// the Converse JSON wire format.
+fn file_block(file: &ToolFile, names: &mut HashSet<String>) -> Value {
+    if let FileKind::Image(format) = file.kind() {
+        return json!({"image": {"format": format.as_str(), "source": {"bytes": file.base64()}}});
+    }
+    match document_format(&file.mime_type) {
+        Some(format) => json!({"document": {
+            "format": format, "name": document_name(&file.filename, names), "source": {"bytes": file.base64()}}}),
+        None => json!({"text": file.note()}),
+    }
+}
+
+/// Bedrock's `document.format` for a media type.
+fn document_format(mime_type: &str) -> Option<&'static str> {
+    Some(match mime_type {
+        "application/pdf" => "pdf",
+        "text/csv" => "csv",
+        "application/msword" => "doc",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document" => "docx",
+        "application/vnd.ms-excel" => "xls",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" => "xlsx",
+        "text/html" => "html",
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        _ => return None,
+    })
+}
+
+/// Longest document name kept.
+const MAX_DOCUMENT_NAME: usize = 200;
+
+/// A document name Bedrock accepts: the file name without its extension, reduced to
+/// alphanumerics, single spaces, hyphens, parentheses and square brackets; unique within the
+/// message (a repeated name gets ` (2)`, ` (3)`, …).
+fn document_name(filename: &str, names: &mut HashSet<String>) -> String {
+    let stem = filename.rsplit_once('.').map_or(filename, |(stem, _)| stem);
+    let mut clean = String::new();
+    for c in stem.chars() {
+        let c = if c.is_alphanumeric() || matches!(c, '-' | '(' | ')' | '[' | ']') {
+            c
+        } else if c.is_whitespace() {
+            ' '
+        } else {
+            '-'
+        };
+        if !(c == ' ' && (clean.is_empty() || clean.ends_with(' '))) {
+            clean.push(c);
+        }
+    }
+    let mut base: String = clean.trim_end().chars().take(MAX_DOCUMENT_NAME).collect();
+    if base.trim().is_empty() {
+        base = "document".to_owned();
+    }
+    let mut name = base.clone();
+    let mut n = 1;
+    while !names.insert(name.clone()) {
+        n += 1;
+        name = format!("{base} ({n})");
+    }
+    name
 }
 
 /// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because

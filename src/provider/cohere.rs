@@ -10,6 +10,9 @@
 //! - Results: `{"role":"tool","tool_call_id","content":[…]}`. Cohere has no error flag, so a
 //!   success is a `document` content block (documents feed citations) and a failure is a
 //!   `text` block whose text states the error.
+//! - Files: tool content blocks are `text` and `document` (text data) only, so each returned
+//!   file is only described by a line `[file: name, type, N bytes]`; the bytes do not reach
+//!   the model.
 //! - Declarations use the Chat shape without a per-tool `strict` (Cohere's `strict_tools` is a
 //!   request-level flag); asking for strict yields one warning per tool.
 
@@ -43,7 +46,7 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
     results
         .iter()
         .map(|r| {
-            let text = r.model_text();
+            let text = r.model_text_with_file_notes();
             let block = if r.is_ok() {
                 json!({"type": "document", "document": {"data": text}})
             } else {

@@ -21,6 +21,9 @@
 //! - **format**: ONE `user` Content with one `functionResponse` part per call, same order,
 //!   `{"name", "id"? (only when the call had one), "response": {"output": v} | {"error": text}}`
 //!   (the `output`/`error` keys are the ones `FunctionResponse.response` documents).
+//!   Files a tool returned go in `functionResponse.parts` (multimodal function responses) as
+//!   `{"inlineData": {"mimeType", "data", "displayName"}}` for PNG/JPEG/WebP images and PDFs;
+//!   `response` stays, and lists other files under `files_not_attached`.
 //! - **declare**: ONE `{"functionDeclarations": [...]}` tools entry, `parametersJsonSchema` by
 //!   default, or the OpenAPI-subset `parameters` via [`schema::gemini_openapi`].
 
@@ -29,7 +32,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
-use crate::call::{Arguments, ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
+use crate::call::{Arguments, ErrorKind, FileKind, ImageFormat, Outcome, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
     ParseError::Shape {
@@ -157,33 +160,68 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
     if parsed.calls.is_empty() {
         return Vec::new();
     }
-    let key = if is_snake_case(parsed) {
-        "function_response"
-    } else {
-        "functionResponse"
-    };
+    let snake = is_snake_case(parsed);
+    let key = if snake { "function_response" } else { "functionResponse" };
     let parts: Vec<Value> = parsed
         .calls
         .iter()
         .enumerate()
         .map(|(i, call)| {
             let result = result_for(results, i, call);
-            let response = match &result.outcome {
+            let mut response = match &result.outcome {
                 Outcome::Ok(output) => json!({"output": output}),
                 Outcome::Err(error) => json!({"error": error.model_text()}),
             };
+            let (parts, not_attached) = file_parts(&result, snake);
+            if !not_attached.is_empty()
+                && let Some(obj) = response.as_object_mut()
+            {
+                obj.insert("files_not_attached".into(), json!(not_attached));
+            }
             let mut fr = Map::new();
             fr.insert("name".into(), json!(call.name));
             if let Some(id) = &call.id {
                 fr.insert("id".into(), json!(id));
             }
             fr.insert("response".into(), response);
+            if !parts.is_empty() {
+                fr.insert("parts".into(), Value::Array(parts));
+            }
             let mut part = Map::new();
             part.insert(key.into(), Value::Object(fr));
             Value::Object(part)
         })
         .collect();
     vec![json!({"role": "user", "parts": parts})]
+}
+
+/// The `functionResponse.parts` for a result's files (`inlineData` per PNG/JPEG/WebP image and
+/// PDF, the media types Gemini takes in function responses; snake_case for SDK dumps), and a
+/// description of each file that cannot be attached (Gemini wants text in `response`, not as
+/// raw bytes).
+fn file_parts(result: &ToolResult, snake: bool) -> (Vec<Value>, Vec<String>) {
+    let (inline, mime, display) = if snake {
+        ("inline_data", "mime_type", "display_name")
+    } else {
+        ("inlineData", "mimeType", "displayName")
+    };
+    let mut parts = Vec::new();
+    let mut not_attached = Vec::new();
+    for file in &result.files {
+        match file.kind() {
+            FileKind::Image(ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::Webp) | FileKind::Pdf => {
+                let mut blob = Map::new();
+                blob.insert(mime.into(), json!(file.media_type()));
+                blob.insert("data".into(), json!(file.base64()));
+                blob.insert(display.into(), json!(file.filename));
+                let mut part = Map::new();
+                part.insert(inline.into(), Value::Object(blob));
+                parts.push(Value::Object(part));
+            }
+            _ => not_attached.push(file.describe()),
+        }
+    }
+    (parts, not_attached)
 }
 
 /// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because

@@ -11,6 +11,8 @@
 //! - Declarations use the Chat shape; `strict` is sent only when asked for, and the schema is
 //!   passed as is (§10: no strict-dialect transform is documented for Mistral).
 //! - `finished` is "no client call"; `assistant` is `choices[0].message`, verbatim.
+//! - Files: the tool message is sent as text, so each returned file is only described by a
+//!   line `[file: name, type, N bytes]` after the text; the bytes do not reach the model.
 
 use serde_json::{Map, Value, json};
 
@@ -40,7 +42,7 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
             let mut m = Map::new();
             m.insert("role".into(), json!("tool"));
             m.insert("name".into(), json!(r.name));
-            m.insert("content".into(), json!(r.model_text()));
+            m.insert("content".into(), json!(r.model_text_with_file_notes()));
             if let Some(id) = &r.id {
                 m.insert("tool_call_id".into(), json!(id));
             }

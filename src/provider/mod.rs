@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::call::{ToolCall, ToolResult};
+use crate::executor::ExecOptions;
 
 /// The wire formats toolwire reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -100,9 +101,9 @@ impl Provider {
 
     /// Writes one result per call (`results[i]` answers `parsed.calls[i]`) as the messages to
     /// append after `parsed.assistant`. Empty when there are no calls.
-    pub fn format(self, parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
+    pub fn format(self, parsed: &Parsed, results: &[ToolResult], opts: &FormatOptions) -> Vec<Value> {
         match self {
-            Provider::OpenaiChat => openai_chat::format(parsed, results),
+            Provider::OpenaiChat => openai_chat::format(parsed, results, opts),
             Provider::OpenaiResponses => openai_responses::format(parsed, results),
             Provider::Anthropic => anthropic::format(parsed, results),
             Provider::Gemini => gemini::format(parsed, results),
@@ -175,6 +176,22 @@ pub struct ToolDeclaration<'a> {
     pub name: &'a str,
     pub description: &'a str,
     pub parameters: &'a Value,
+}
+
+/// Request options that change how results are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FormatOptions {
+    /// OpenAI Chat only: after the tool messages, add one `user` message carrying the returned
+    /// images (tool messages can only hold text there).
+    pub files_as_user_message: bool,
+}
+
+impl From<&ExecOptions> for FormatOptions {
+    fn from(options: &ExecOptions) -> Self {
+        FormatOptions {
+            files_as_user_message: options.files_as_user_message.unwrap_or(false),
+        }
+    }
 }
 
 /// Options of `GET /v1/schemas`.

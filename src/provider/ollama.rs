@@ -9,6 +9,10 @@
 //!   `stop_reason` is the raw `done_reason`; `assistant` is `message`, verbatim.
 //! - Results: `{"role":"tool","tool_name","content"}` plus `tool_call_id` when the call had an
 //!   id. No error flag: the content states the error.
+//! - Files: each returned file is described by a line `[file: name, type, N bytes]` in the
+//!   content; PNG and JPEG images also go, base64, in the message's `images` array (the server
+//!   feeds the images of every message, tool messages included, to vision models). Other
+//!   files do not reach the model.
 //! - Declarations use the Chat shape without `strict` (Ollama has none); asking for strict
 //!   yields one warning per tool.
 
@@ -16,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::openai_chat::{IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
-use crate::call::ToolResult;
+use crate::call::{FileKind, ImageFormat, ToolFile, ToolResult};
 
 const P: Provider = Provider::Ollama;
 
@@ -44,7 +48,16 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
             let mut m = Map::new();
             m.insert("role".into(), json!("tool"));
             m.insert("tool_name".into(), json!(r.name));
-            m.insert("content".into(), json!(r.model_text()));
+            m.insert("content".into(), json!(r.model_text_with_file_notes()));
+            let images: Vec<String> = r
+                .files
+                .iter()
+                .filter(|f| matches!(f.kind(), FileKind::Image(ImageFormat::Png | ImageFormat::Jpeg)))
+                .map(ToolFile::base64)
+                .collect();
+            if !images.is_empty() {
+                m.insert("images".into(), json!(images));
+            }
             if let Some(id) = &r.id {
                 m.insert("tool_call_id".into(), json!(id));
             }

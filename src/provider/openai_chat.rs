@@ -16,14 +16,17 @@
 //! - `finished` comes from the content (no client call), not from `finish_reason`: a forced
 //!   `tool_choice` yields `finish_reason:"stop"` with calls present.
 //! - `assistant` is `choices[0].message`, cloned verbatim.
+//! - Tool messages are text only: returned files are described in the content, and the request
+//!   option `files_as_user_message` adds one `user` message with the images after the tool
+//!   messages (see [`format`]).
 //!
 //! Mistral (OpenAI-shaped) and the chat-shaped declarations of Mistral, Cohere and Ollama reuse
 //! the `pub(crate)` helpers here.
 
 use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
-use crate::call::{Arguments, ToolCall, ToolResult};
+use super::{DeclareOptions, DeclareWarning, FormatOptions, ParseError, Parsed, Provider, ToolDeclaration, schema};
+use crate::call::{Arguments, FileKind, ToolCall, ToolResult};
 
 /// Builds a [`ParseError::Shape`] for `provider`.
 pub(crate) fn shape_error(provider: Provider, reason: impl Into<String>) -> ParseError {
@@ -225,15 +228,43 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
 
 /// One message per result, in order: `{"role":"tool","tool_call_id","content"}`, or, for the
 /// legacy `function_call` (the only call without an id), `{"role":"function","name","content"}`.
-pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
+///
+/// Tool messages hold text only, so each returned file is mentioned by a line
+/// `[file: name, type, N bytes]` after the text. With `opts.files_as_user_message`, one `user`
+/// message follows ALL the tool messages (a `user` message between them would break the
+/// "tool messages answer the tool calls" rule): a text part, then per file a text label and,
+/// for PNG/JPEG/GIF/WebP images, an `image_url` part with a data URL.
+pub fn format(parsed: &Parsed, results: &[ToolResult], opts: &FormatOptions) -> Vec<Value> {
     let _ = parsed;
-    results
+    let mut messages: Vec<Value> = results
         .iter()
         .map(|r| match &r.id {
-            Some(id) => json!({"role": "tool", "tool_call_id": id, "content": r.model_text()}),
-            None => json!({"role": "function", "name": r.name, "content": r.model_text()}),
+            Some(id) => json!({"role": "tool", "tool_call_id": id, "content": r.model_text_with_file_notes()}),
+            None => json!({"role": "function", "name": r.name, "content": r.model_text_with_file_notes()}),
         })
-        .collect()
+        .collect();
+    if opts.files_as_user_message && results.iter().any(|r| !r.files.is_empty()) {
+        messages.push(files_user_message(results));
+    }
+    messages
+}
+
+/// The `user` message that carries the files of all results.
+fn files_user_message(results: &[ToolResult]) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": "Files returned by tool calls:"})];
+    for r in results {
+        let from = match &r.id {
+            Some(id) => format!("from tool call {id} ({})", r.name),
+            None => format!("from {}", r.name),
+        };
+        for file in &r.files {
+            parts.push(json!({"type": "text", "text": format!("{} {from}", file.note())}));
+            if let FileKind::Image(_) = file.kind() {
+                parts.push(json!({"type": "image_url", "image_url": {"url": file.data_url()}}));
+            }
+        }
+    }
+    json!({"role": "user", "content": parts})
 }
 
 /// How the `strict` flag of a chat-shaped declaration is handled.

@@ -14,6 +14,9 @@
 //! - `assistant` is the whole `output` array, verbatim and in order: stateless callers must
 //!   re-send reasoning items (with `encrypted_content`) and the `function_call` items before
 //!   the outputs, or the API errors.
+//! - Files a tool returned make `output` a list: `input_text` with the text, then an
+//!   `input_image` per image, an `input_file` per PDF (both as data URLs), and an `input_text`
+//!   line describing any other file.
 //! - Declarations are flat (`{"type":"function","name",…}`), and `strict` is always sent
 //!   explicitly because the API now treats an omitted `strict` as strict mode.
 
@@ -23,7 +26,7 @@ use super::openai_chat::{
     custom_input, function_object, name_field, non_null, openai_strict_parameters, root_object, shape_error,
 };
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
-use crate::call::{Arguments, ToolCall, ToolResult};
+use crate::call::{Arguments, FileKind, ToolCall, ToolResult};
 
 const P: Provider = Provider::OpenaiResponses;
 
@@ -111,10 +114,28 @@ pub fn format(parsed: &Parsed, results: &[ToolResult]) -> Vec<Value> {
             if let Some(id) = &r.id {
                 item.insert("call_id".into(), json!(id));
             }
-            item.insert("output".into(), json!(r.model_text()));
+            item.insert("output".into(), output_of(r));
             Value::Object(item)
         })
         .collect()
+}
+
+/// The `output` of one item: the text, or, when the tool returned files, a list of an
+/// `input_text` item followed by an `input_image` (data URL) per JPEG/PNG/GIF/WebP image, an
+/// `input_file` (data URL) per PDF, and an `input_text` line describing any other file.
+fn output_of(r: &ToolResult) -> Value {
+    if r.files.is_empty() {
+        return json!(r.model_text());
+    }
+    let mut items = vec![json!({"type": "input_text", "text": r.model_text()})];
+    for file in &r.files {
+        items.push(match file.kind() {
+            FileKind::Image(_) => json!({"type": "input_image", "image_url": file.data_url()}),
+            FileKind::Pdf => json!({"type": "input_file", "filename": file.filename, "file_data": file.data_url()}),
+            FileKind::Text | FileKind::Other => json!({"type": "input_text", "text": file.note()}),
+        });
+    }
+    Value::Array(items)
 }
 
 /// Flat `{"type":"function","name","description"?,"parameters","strict": bool}` per tool.
