@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, openai_chat, schema};
 use crate::call::{Arguments, ErrorKind, FileKind, ToolCall, ToolError, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
@@ -158,27 +158,14 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// through [`schema::anthropic_strict`] (each note becomes a `changed` warning); if it cannot be
 /// expressed the tool is declared without `strict`, with a warning saying so.
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let mut out = Vec::new();
-    for tool in tools {
-        if let Err(reason) = schema::check_name(Provider::Anthropic, tool.name) {
-            warnings.push(DeclareWarning::dropped(tool.name, reason));
-            continue;
-        }
-        let mut strict = false;
-        let mut input_schema = tool.parameters.clone();
-        if opts.strict {
-            match schema::anthropic_strict(tool.parameters) {
-                Ok((s, notes)) => {
-                    strict = true;
-                    input_schema = s;
-                    warnings.extend(notes.into_iter().map(|n| DeclareWarning::changed(tool.name, n)));
-                }
-                Err(reason) => warnings.push(DeclareWarning::changed(
-                    tool.name,
-                    format!("declared without strict: the schema cannot be made strict ({reason})"),
-                )),
-            }
-        }
+    openai_chat::declare_each(Provider::Anthropic, tools, warnings, |tool, warnings| {
+        let (input_schema, strict) = openai_chat::strict_parameters_with(
+            tool.name,
+            tool.parameters,
+            opts.strict,
+            warnings,
+            schema::anthropic_strict,
+        );
         let mut entry = Map::new();
         entry.insert("name".into(), json!(tool.name));
         if !tool.description.trim().is_empty() {
@@ -188,9 +175,8 @@ pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &
         if strict {
             entry.insert("strict".into(), json!(true));
         }
-        out.push(Value::Object(entry));
-    }
-    out
+        Value::Object(entry)
+    })
 }
 
 #[cfg(test)]

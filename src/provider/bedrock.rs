@@ -26,7 +26,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, openai_chat, schema};
 use crate::call::{Arguments, ErrorKind, FileKind, Outcome, ToolCall, ToolError, ToolFile, ToolResult};
 
 fn shape(reason: impl Into<String>) -> ParseError {
@@ -210,27 +210,14 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// subset, §6.3) and `strict: true` is set; if it cannot be expressed the tool is declared
 /// without `strict`, with a warning.
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    let mut out = Vec::new();
-    for tool in tools {
-        if let Err(reason) = schema::check_name(Provider::Bedrock, tool.name) {
-            warnings.push(DeclareWarning::dropped(tool.name, reason));
-            continue;
-        }
-        let mut strict = false;
-        let mut input_schema = tool.parameters.clone();
-        if opts.strict {
-            match schema::anthropic_strict(tool.parameters) {
-                Ok((s, notes)) => {
-                    strict = true;
-                    input_schema = s;
-                    warnings.extend(notes.into_iter().map(|n| DeclareWarning::changed(tool.name, n)));
-                }
-                Err(reason) => warnings.push(DeclareWarning::changed(
-                    tool.name,
-                    format!("declared without strict: the schema cannot be made strict ({reason})"),
-                )),
-            }
-        }
+    openai_chat::declare_each(Provider::Bedrock, tools, warnings, |tool, warnings| {
+        let (input_schema, strict) = openai_chat::strict_parameters_with(
+            tool.name,
+            tool.parameters,
+            opts.strict,
+            warnings,
+            schema::anthropic_strict,
+        );
         let mut spec = Map::new();
         spec.insert("name".into(), json!(tool.name));
         if !tool.description.trim().is_empty() {
@@ -240,9 +227,8 @@ pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &
         if strict {
             spec.insert("strict".into(), json!(true));
         }
-        out.push(json!({"toolSpec": spec}));
-    }
-    out
+        json!({"toolSpec": spec})
+    })
 }
 
 #[cfg(test)]

@@ -293,7 +293,9 @@ pub(crate) fn openai_strict_parameters(
     strict_parameters_with(name, parameters, strict, warnings, schema::openai_strict)
 }
 
-fn strict_parameters_with(
+/// [`openai_strict_parameters`] with any strict transform (Anthropic and Bedrock use
+/// [`schema::anthropic_strict`]).
+pub(crate) fn strict_parameters_with(
     name: &str,
     parameters: &Value,
     strict: bool,
