@@ -108,6 +108,9 @@ pub enum ErrorKind {
     Rejected,
     BackendUnavailable,
     Blocked,
+    /// The request `state` lacks a value a tool needs (an `inject` source): a fault of the
+    /// application calling toolwire, not something the model can repair.
+    MissingState,
     Internal,
 }
 
@@ -128,6 +131,7 @@ impl ErrorKind {
             ErrorKind::Rejected => "rejected",
             ErrorKind::BackendUnavailable => "backend_unavailable",
             ErrorKind::Blocked => "blocked",
+            ErrorKind::MissingState => "missing_state",
             ErrorKind::Internal => "internal",
         }
     }

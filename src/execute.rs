@@ -13,7 +13,7 @@ use crate::provider::{ParseError, Parsed, Provider, detect};
 use crate::registry::Registry;
 
 /// Body of `POST /v1/execute`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     /// Provider name or alias; detected from the completion's shape when absent.
@@ -102,38 +102,45 @@ pub fn prepare(req: &ExecuteRequest, max_calls: usize) -> Result<(Provider, Pars
     Ok((provider, parsed))
 }
 
+/// What a turn runs with besides its request: the executor, a registry snapshot, who asked,
+/// and the cancellation of the server (or of a streaming client that left).
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    pub executor: &'a Executor,
+    /// A snapshot: a reload during the request does not change the tools it runs.
+    pub registry: &'a Registry,
+    /// A digest of the matched auth token, or [`ANONYMOUS`]: scopes replay and `Idempotency-Key`.
+    pub principal: &'a str,
+    pub cancel: &'a CancellationToken,
+}
+
+/// The principal of requests made without auth (auth off, or the CLI).
+pub const ANONYMOUS: &str = "anonymous";
+
 /// Executes a prepared completion and formats the answer.
-pub async fn run(
-    executor: &Executor,
-    registry: &Registry,
-    provider: Provider,
-    parsed: Parsed,
-    req: &ExecuteRequest,
-    cancel: &CancellationToken,
-) -> ExecuteResponse {
-    run_with_events(executor, registry, provider, parsed, req, cancel, None).await
+pub async fn run(ctx: Context<'_>, provider: Provider, parsed: Parsed, req: &ExecuteRequest) -> ExecuteResponse {
+    run_with_events(ctx, provider, parsed, req, None).await
 }
 
 /// [`run`], reporting progress to `events` as it happens (streaming responses).
 pub async fn run_with_events(
-    executor: &Executor,
-    registry: &Registry,
+    ctx: Context<'_>,
     provider: Provider,
     parsed: Parsed,
     req: &ExecuteRequest,
-    cancel: &CancellationToken,
     events: Option<&EventSink>,
 ) -> ExecuteResponse {
     let request_id = new_request_id();
     let batch = Batch {
         calls: &parsed.calls,
         state: &req.state,
+        principal: ctx.principal,
         options: &req.options,
         request_id: &request_id,
-        cancel,
+        cancel: ctx.cancel,
         events,
     };
-    let results = executor.execute(registry, &batch).await;
+    let results = ctx.executor.execute(ctx.registry, &batch).await;
     let messages = provider.format(&parsed, &results, &(&req.options).into());
     ExecuteResponse {
         provider,
@@ -146,14 +153,7 @@ pub async fn run_with_events(
 }
 
 /// Runs one tool directly (no provider): the engine behind `POST /v1/tools/{name}/call`.
-pub async fn call_tool(
-    executor: &Executor,
-    registry: &Registry,
-    name: &str,
-    arguments: Option<&Value>,
-    state: &Value,
-    cancel: &CancellationToken,
-) -> ToolResult {
+pub async fn call_tool(ctx: Context<'_>, name: &str, arguments: Option<&Value>, state: &Value) -> ToolResult {
     let calls = [ToolCall {
         id: None,
         name: name.to_owned(),
@@ -164,12 +164,13 @@ pub async fn call_tool(
     let batch = Batch {
         calls: &calls,
         state,
+        principal: ctx.principal,
         options: &options,
         request_id: &request_id,
-        cancel,
+        cancel: ctx.cancel,
         events: None,
     };
-    let mut results = executor.execute(registry, &batch).await;
+    let mut results = ctx.executor.execute(ctx.registry, &batch).await;
     results.pop().unwrap_or_else(|| {
         ToolResult::err(
             &calls[0],

@@ -28,6 +28,7 @@ pub mod registry;
 pub mod reload;
 pub mod server;
 pub mod shutdown;
+pub mod store;
 pub mod telemetry;
 pub mod template;
 pub mod tool;

@@ -79,17 +79,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let result = runtime.block_on(async {
                 let executor = Executor::new(&config)?;
-                anyhow::Ok(
-                    execute::call_tool(
-                        &executor,
-                        &registry,
-                        &args.name,
-                        Some(&arguments),
-                        &state,
-                        &CancellationToken::new(),
-                    )
-                    .await,
-                )
+                let cancel = CancellationToken::new();
+                let ctx = execute::Context {
+                    executor: &executor,
+                    registry: &registry,
+                    principal: execute::ANONYMOUS,
+                    cancel: &cancel,
+                };
+                anyhow::Ok(execute::call_tool(ctx, &args.name, Some(&arguments), &state).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&result)?))?;
             Ok(if result.is_ok() {
@@ -116,7 +113,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
                 let executor = Executor::new(&config)?;
-                anyhow::Ok(execute::run(&executor, &registry, provider, parsed, &req, &CancellationToken::new()).await)
+                let cancel = CancellationToken::new();
+                let ctx = execute::Context {
+                    executor: &executor,
+                    registry: &registry,
+                    principal: execute::ANONYMOUS,
+                    cancel: &cancel,
+                };
+                anyhow::Ok(execute::run(ctx, provider, parsed, &req).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
             Ok(ExitCode::SUCCESS)
@@ -135,6 +139,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {
                 config.listen = listen;
+                config.check_exposure()?;
             }
             if let Some(format) = args.log_format {
                 config.log_format = format;

@@ -18,7 +18,10 @@ use crate::config::tool_file::{ExecConfig, HttpConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::provider::{DeclareOptions, DeclareWarning, Declared, Provider, ToolDeclaration};
 use crate::template::{Segment, Template};
-use crate::tool::{BackendSpec, ExecSpec, HttpBody, HttpSpec, OutputMode, Policy, RetryPolicy, StdinMode, Tool};
+use crate::tool::{
+    ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, RetryPolicy, StdinMode,
+    Tool,
+};
 
 /// The portable tool-name rule (OpenAI, Anthropic and Bedrock agree on it).
 static NAME_RE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^[a-zA-Z0-9_-]{1,64}$").ok());
@@ -226,6 +229,8 @@ struct Checker<'a> {
     out: &'a mut Vec<Diagnostic>,
     /// Keys already reported as unresolvable `${…}` references.
     unresolved: Vec<String>,
+    /// `{state.…}` paths the tool's templates read: with the inject paths, the state it sees.
+    state_paths: Vec<Vec<String>>,
 }
 
 impl Checker<'_> {
@@ -272,6 +277,7 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
         errors: 0,
         out,
         unresolved,
+        state_paths: Vec::new(),
     };
     let name = match &config.name {
         None => {
@@ -321,16 +327,31 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
                 format!("`{key}` is also a model-visible parameter; rename one of them"),
             );
         }
+        // A trailing `?` marks the value optional: the call then runs without it.
+        let (source, optional) = match source.strip_suffix('?') {
+            Some(s) => (s, true),
+            None => (source.as_str(), false),
+        };
         match source.strip_prefix("state.") {
             Some(path) if !path.is_empty() && path.split('.').all(|p| !p.is_empty()) => {
-                inject.push((key.clone(), path.split('.').map(str::to_owned).collect()));
+                inject.push(Injected {
+                    key: key.clone(),
+                    path: path.split('.').map(str::to_owned).collect(),
+                    optional,
+                });
             }
             _ => c.error(
                 &ikey,
-                format!("`{source}` must name a state path, e.g. \"state.user_id\""),
+                format!(
+                    "`{source}` must name a state path, e.g. \"state.user_id\" (or \"state.user_id?\" when optional)"
+                ),
             ),
         }
     }
+    let arguments = parameters
+        .as_ref()
+        .map(|schema| argument_rules(schema, &mut c))
+        .unwrap_or_default();
     let mut known_args = param_names.clone();
     known_args.extend(config.inject.keys().cloned());
 
@@ -443,7 +464,15 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
         tags: config.tags,
         parameters: parameters?,
         validator: validator?,
+        state_paths: {
+            let mut paths = std::mem::take(&mut c.state_paths);
+            paths.extend(inject.iter().map(|i| i.path.clone()));
+            paths.sort();
+            paths.dedup();
+            paths
+        },
         inject,
+        arguments,
         policy: Policy {
             timeout,
             deadline,
@@ -467,6 +496,63 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
     })
 }
 
+/// What the model's arguments may carry besides the declared parameters (issue: mass
+/// assignment — an undeclared `"admin": true` must not reach a JSON body). A schema with
+/// `properties` that says nothing about `additionalProperties` (nor `unevaluatedProperties`) is
+/// closed: other keys are refused. A schema that allows extras explicitly, or a free-form object
+/// without `properties`, passes them on as sent.
+fn argument_rules(schema: &Value, c: &mut Checker<'_>) -> ArgumentRules {
+    let mut rules = ArgumentRules::default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return rules;
+    };
+    let required: HashSet<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for (name, prop) in props {
+        if !required.contains(name.as_str()) && !accepts_null(schema, prop) {
+            rules.null_means_absent.insert(name.clone());
+        }
+    }
+    let open = schema.get("additionalProperties").is_some() || schema.get("unevaluatedProperties").is_some();
+    if !open {
+        rules.closed = Some(props.keys().cloned().collect());
+        if let Some(patterns) = schema.get("patternProperties").and_then(Value::as_object) {
+            for p in patterns.keys() {
+                match regex::Regex::new(p) {
+                    Ok(re) => rules.patterns.push(re),
+                    Err(_) => c.error(
+                        "parameters.patternProperties",
+                        format!("`{p}` is not a regular expression this server can use"),
+                    ),
+                }
+            }
+        }
+    }
+    rules
+}
+
+/// Does a property's schema, on its own (with the root's `$defs`/`definitions` for `$ref`s),
+/// accept `null`? A schema that does not compile on its own counts as "no".
+fn accepts_null(root: &Value, prop: &Value) -> bool {
+    let mut schema = prop.clone();
+    if let Value::Object(map) = &mut schema {
+        for defs in ["$defs", "definitions"] {
+            if let Some(d) = root.get(defs)
+                && !map.contains_key(defs)
+            {
+                map.insert(defs.to_owned(), d.clone());
+            }
+        }
+    }
+    jsonschema::options()
+        .offline()
+        .build(&schema)
+        .is_ok_and(|v| v.is_valid(&Value::Null))
+}
+
 /// Compiles a tool schema: object root, bounded depth, no remote `$ref` (offline retriever),
 /// Draft 2020-12 unless `$schema` names another draft.
 fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Validator> {
@@ -484,7 +570,7 @@ fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Val
         );
         return None;
     }
-    match jsonschema::options().offline().build(schema) {
+    match jsonschema::options().offline().build(&exact_integers(schema)) {
         Ok(v) => Some(v),
         Err(e) => {
             c.error(
@@ -494,6 +580,52 @@ fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Val
             None
         }
     }
+}
+
+/// Largest integer every JSON consumer reads exactly (2^53 - 1): past it, JavaScript and any
+/// float-based parser silently round, so an id or amount would reach the backend changed.
+pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+
+/// The schema the validator checks: `schema` with every `"type": "integer"` subschema bounded
+/// to ±(2^53 − 1) (an existing tighter `minimum`/`maximum` is kept). The model-visible schema
+/// is unchanged; a larger integer is refused as `invalid_arguments` rather than passed on to be
+/// rounded.
+fn exact_integers(schema: &Value) -> Value {
+    fn says_integer(t: Option<&Value>) -> bool {
+        match t {
+            Some(Value::String(t)) => t == "integer",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+            _ => false,
+        }
+    }
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                if says_integer(map.get("type")) {
+                    let max = MAX_EXACT_INTEGER as f64;
+                    let keep_max = map.get("maximum").and_then(Value::as_f64).is_some_and(|m| m <= max);
+                    if !keep_max {
+                        map.insert("maximum".into(), Value::from(MAX_EXACT_INTEGER));
+                    }
+                    let keep_min = map.get("minimum").and_then(Value::as_f64).is_some_and(|m| m >= -max);
+                    if !keep_min {
+                        map.insert("minimum".into(), Value::from(-(MAX_EXACT_INTEGER as i64)));
+                    }
+                }
+                for (k, child) in map.iter_mut() {
+                    // Data, not schemas: leave literal values alone.
+                    if !matches!(k.as_str(), "const" | "enum" | "default" | "examples") {
+                        walk(child);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut out = schema.clone();
+    walk(&mut out);
+    out
 }
 
 /// The tool index of a key path (`tools[3].http` → 3), for sorting diagnostics.
@@ -518,6 +650,9 @@ fn template(key: &str, text: &str, known: &HashSet<String>, c: &mut Checker<'_>)
         Ok(t) => {
             let mut ok = true;
             for seg in t.placeholders() {
+                if let Segment::State(path) = seg {
+                    c.state_paths.push(path.clone());
+                }
                 if let Segment::Arg(name) = seg
                     && !known.contains(name)
                 {

@@ -49,7 +49,17 @@ pub async fn serve(
     let header_timeout = state.config.limits.header_read_timeout.0;
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    // One permit per open connection: past the cap, new connections wait in the listen backlog
+    // (a slow client holds a connection, never more than its share).
+    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(state.config.limits.max_connections));
     loop {
+        let permit = tokio::select! {
+            p = std::sync::Arc::clone(&connections).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let stream = match accepted {
@@ -72,6 +82,7 @@ pub async fn serve(
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "Connection ended with an error.");
                     }
+                    drop(permit);
                 });
             }
             () = &mut shutdown => break,

@@ -19,14 +19,79 @@ pub struct Tool {
     pub parameters: Value,
     /// Validates model arguments against `parameters`; compiled once at load.
     pub validator: jsonschema::Validator,
-    /// Hidden arguments: `(argument name, path in the request state)`.
-    pub inject: Vec<(String, Vec<String>)>,
+    /// Hidden arguments filled from the request state (never from the model).
+    pub inject: Vec<Injected>,
+    /// What the model's arguments object may carry besides the declared parameters, and which
+    /// `null`s mean "absent" (derived from `parameters` once, at load).
+    pub arguments: ArgumentRules,
+    /// Every request-state path the tool can see (`inject` sources and `{state.…}`
+    /// placeholders), sorted and deduplicated. Only these parts of `state` reach the backend
+    /// and the replay key.
+    pub state_paths: Vec<Vec<String>>,
     pub policy: Policy,
     pub backend: BackendSpec,
     /// Per-tool concurrency cap (`concurrency = N`), shared by every request using this tool.
     pub limiter: Option<std::sync::Arc<tokio::sync::Semaphore>>,
     /// The file that declared the tool.
     pub source: PathBuf,
+}
+
+/// One hidden argument: `key` is filled from `path` of the request state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injected {
+    pub key: String,
+    pub path: Vec<String>,
+    /// Declared with a trailing `?` (`"state.team?"`): the call runs without it when the state
+    /// has no value there. Otherwise a missing value fails the call with `missing_state`.
+    pub optional: bool,
+}
+
+/// What a model may send beyond the declared parameters (see `executor::validate`).
+#[derive(Debug, Clone, Default)]
+pub struct ArgumentRules {
+    /// `Some(declared)` when the schema lists `properties` and says nothing about
+    /// `additionalProperties`/`unevaluatedProperties`: keys outside `declared` (and not matching
+    /// `patterns`) are refused. `None`: extras pass as the model sent them.
+    pub closed: Option<std::collections::HashSet<String>>,
+    /// `patternProperties` keys of a closed schema.
+    pub patterns: Vec<regex::Regex>,
+    /// Optional declared properties whose own schema refuses `null`: a `null` there means
+    /// "absent" (strict-mode declarations make models send it).
+    pub null_means_absent: std::collections::HashSet<String>,
+}
+
+impl Tool {
+    /// The part of `state` this tool can see: an object holding only the values at
+    /// [`Tool::state_paths`] (`null` when it sees none, or none is present).
+    pub fn visible_state(&self, state: &Value) -> Value {
+        let mut out = Value::Null;
+        for path in &self.state_paths {
+            let mut cur = state;
+            let mut found = true;
+            for key in path {
+                match cur.get(key) {
+                    Some(v) => cur = v,
+                    None => {
+                        found = false;
+                        break;
+                    }
+                }
+            }
+            if !found {
+                continue;
+            }
+            let mut slot = &mut out;
+            for key in path {
+                if !slot.is_object() {
+                    *slot = Value::Object(serde_json::Map::new());
+                }
+                let Value::Object(map) = slot else { break };
+                slot = map.entry(key.clone()).or_insert(Value::Null);
+            }
+            *slot = cur.clone();
+        }
+        out
+    }
 }
 
 /// How a tool's calls are run, with every default applied.

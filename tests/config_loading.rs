@@ -29,7 +29,14 @@ fn loads_toml_yaml_and_json_in_file_order() {
     assert_eq!(reg.files.len(), 3);
     assert_eq!(reg.version.len(), 16);
     let search = reg.get("search_orders").unwrap();
-    assert_eq!(search.inject, vec![("user_id".to_owned(), vec!["user_id".to_owned()])]);
+    assert_eq!(
+        search.inject,
+        vec![toolwire::tool::Injected {
+            key: "user_id".to_owned(),
+            path: vec!["user_id".to_owned()],
+            optional: false,
+        }]
+    );
     assert!(matches!(&search.backend, BackendSpec::Exec(e) if e.stdin == StdinMode::Json));
     assert!(
         search.parameters["properties"].get("user_id").is_none(),

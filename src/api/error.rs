@@ -27,6 +27,8 @@ pub enum ApiError {
     },
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error("the request body was not received within {seconds} s")]
+    BodyTimeout { seconds: u64 },
     #[error("expected `Content-Type: application/json`")]
     UnsupportedMediaType,
     #[error("unknown provider `{0}`")]
@@ -71,6 +73,7 @@ impl ApiError {
             ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::InvalidJson { .. } => (StatusCode::BAD_REQUEST, "invalid_json"),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::UnknownProvider(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_provider"),
             ApiError::ProviderMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "provider_mismatch"),

@@ -1,11 +1,13 @@
 //! Thin handlers: read the state, call the library, shape the JSON.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::extract::ApiJson;
+use super::guard::Principal;
+use super::idempotency;
 use super::{ApiError, AppState};
 use crate::call::ToolResult;
 use crate::execute::{self, ExecuteError, ExecuteRequest};
@@ -63,7 +65,7 @@ fn tool_json(t: &Tool, reg: &Registry) -> Value {
         "tags": t.tags,
         "backend": t.backend.kind(),
         "parameters": t.parameters,
-        "injected": t.inject.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        "injected": t.inject.iter().map(|i| &i.key).collect::<Vec<_>>(),
         "policy": t.policy,
         "schema_warnings": warnings,
     })
@@ -131,66 +133,48 @@ pub(super) async fn schemas(
 /// event that holds exactly the non-streaming body.
 pub(super) async fn execute(
     State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
     headers: axum::http::HeaderMap,
     ApiJson(req): ApiJson<ExecuteRequest>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse as _;
+    let principal = principal.map_or_else(Principal::anonymous, |Extension(p)| p);
     let (provider, parsed) = execute::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
     // One snapshot for the whole request: a reload meanwhile does not change its tools.
     let registry = state.registry.load_full();
-    match super::stream::wanted(&headers) {
-        None => {
-            let key = headers
-                .get("idempotency-key")
-                .map(|v| v.to_str().unwrap_or_default().to_owned());
-            let Some(key) = key else {
-                let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
-                return Ok(Json(resp).into_response());
-            };
-            if key.is_empty() || key.len() > super::idempotency::MAX_KEY_LEN {
-                return Err(ApiError::InvalidRequest(format!(
-                    "Idempotency-Key must be 1 to {} visible ASCII characters",
-                    super::idempotency::MAX_KEY_LEN
-                )));
-            }
-            let digest = super::idempotency::body_digest(&json!({
-                "provider": req.provider, "completion": req.completion, "state": req.state,
-                "options": format!("{:?}", req.options),
-            }));
-            let keys = &state.request_keys;
-            loop {
-                match keys.claim(&key, &digest) {
-                    super::idempotency::KeyClaim::Mismatch => return Err(ApiError::IdempotencyKeyReused),
-                    super::idempotency::KeyClaim::Done(v) => {
-                        return Ok(Json(super::idempotency::mark_replayed(v)).into_response());
-                    }
-                    super::idempotency::KeyClaim::InFlight(mut rx) => {
-                        let waited = tokio::time::timeout(state.config.limits.request_timeout.0, rx.changed()).await;
-                        if let (Ok(Ok(())), Some(v)) = (waited, rx.borrow().clone()) {
-                            return Ok(Json(super::idempotency::mark_replayed(v)).into_response());
-                        }
-                    }
-                    super::idempotency::KeyClaim::Fresh => break,
-                }
-            }
-            // Released if this handler is dropped (client gone) before it stores a response.
-            struct Release<'a>(&'a super::idempotency::RequestKeys, &'a str, bool);
-            impl Drop for Release<'_> {
-                fn drop(&mut self) {
-                    if !self.2 {
-                        self.0.abandon(self.1);
-                    }
-                }
-            }
-            let mut release = Release(keys, &key, false);
-            let resp = execute::run(&state.executor, &registry, provider, parsed, &req, &state.cancel).await;
-            let value = serde_json::to_value(&resp).map_err(|e| ApiError::Internal(e.to_string()))?;
-            keys.complete(&key, &value);
-            release.2 = true;
-            Ok(Json(value).into_response())
-        }
-        Some(format) => Ok(super::stream::respond(state, registry, provider, parsed, req, format)),
+    if let Some(format) = super::stream::wanted(&headers) {
+        return Ok(super::stream::respond(
+            state,
+            registry,
+            provider,
+            parsed,
+            req,
+            format,
+            principal.0.to_string(),
+        ));
     }
+    let ctx = execute::Context {
+        executor: &state.executor,
+        registry: &registry,
+        principal: &principal.0,
+        cancel: &state.cancel,
+    };
+    let Some(key) = headers.get("idempotency-key") else {
+        let resp = execute::run(ctx, provider, parsed, &req).await;
+        return Ok(Json(resp).into_response());
+    };
+    let key = key.to_str().unwrap_or_default();
+    let wait_limit = state.config.limits.request_timeout.0;
+    let answer = idempotency::once(&state.request_keys, &principal.0, key, &req, wait_limit, || {
+        execute::run(ctx, provider, parsed, &req)
+    })
+    .await?;
+    Ok(match answer {
+        idempotency::Answer::Ran(v) => Json(v).into_response(),
+        idempotency::Answer::Replayed(bytes) => {
+            ([(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response()
+        }
+    })
 }
 
 /// Body of `POST /v1/tools/{name}/call`.
@@ -205,6 +189,7 @@ pub(super) struct CallBody {
 /// `POST /v1/tools/{name}/call`: run one tool directly, for non-LLM callers and debugging.
 pub(super) async fn call_tool(
     State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<CallBody>,
 ) -> Result<Json<ToolResult>, ApiError> {
@@ -215,15 +200,14 @@ pub(super) async fn call_tool(
     if !(body.state.is_object() || body.state.is_null()) {
         return Err(ApiError::from(ExecuteError::BadState));
     }
-    let result = execute::call_tool(
-        &state.executor,
-        &registry,
-        &name,
-        body.arguments.as_ref(),
-        &body.state,
-        &state.cancel,
-    )
-    .await;
+    let principal = principal.map_or_else(Principal::anonymous, |Extension(p)| p);
+    let ctx = execute::Context {
+        executor: &state.executor,
+        registry: &registry,
+        principal: &principal.0,
+        cancel: &state.cancel,
+    };
+    let result = execute::call_tool(ctx, &name, body.arguments.as_ref(), &body.state).await;
     Ok(Json(result))
 }
 

@@ -1,132 +1,109 @@
 //! `Idempotency-Key` on `POST /v1/execute`: the whole request is answered once per key.
 //!
-//! Same key and same body → the stored response (every result marked `replayed: true`); same
-//! key while the first request still runs → wait for it; same key with a different body → 422
-//! `idempotency_key_reused` (the IETF idempotency-key draft). Kept in memory with the replay
-//! TTL and entry bound. Call-level replay (`executor::replay`) protects the tools even without
-//! a key.
+//! Same key and same body → the stored answer (every result marked `replayed: true`); same key
+//! while the first request still runs → wait for it; same key with a different body → 422
+//! `idempotency_key_reused` (the IETF idempotency-key draft). Keys are namespaced per
+//! principal (the matched auth token), so one client can neither squat on nor probe another's
+//! key. Answers live in the claim store with the replay TTL and its entry and byte bounds.
+//! Call-level replay (`executor::replay`) protects the tools even without a key.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
 use tokio::time::Instant;
+
+use super::ApiError;
+use crate::execute::{ExecuteRequest, ExecuteResponse};
+use crate::store::{Claim, ClaimGuard, SharedStore, Waited, Weigh};
 
 /// Longest accepted key (Stripe's limit).
 pub const MAX_KEY_LEN: usize = 255;
 
-/// What a key maps to.
-pub enum KeyClaim {
-    Fresh,
-    Done(Value),
-    InFlight(watch::Receiver<Option<Value>>),
-    Mismatch,
+/// A stored answer: the JSON body of the first response, with every result already marked
+/// `replayed: true`, ready to send again as is.
+#[derive(Debug, Clone)]
+pub struct StoredAnswer(pub Bytes);
+
+impl Weigh for StoredAnswer {
+    fn weight(&self) -> usize {
+        self.0.len()
+    }
 }
 
-enum Entry {
-    Running {
-        body: String,
-        tx: watch::Sender<Option<Value>>,
-    },
-    Done {
-        body: String,
-        response: Value,
-        at: Instant,
-    },
+/// The store of request keys.
+pub type RequestKeys = SharedStore<StoredAnswer>;
+
+/// The outcome of an `Idempotency-Key` request: a JSON body.
+pub enum Answer {
+    /// This request ran: its body.
+    Ran(Value),
+    /// An earlier request with this key ran: its stored body (results marked replayed).
+    Replayed(Bytes),
 }
 
-/// Request keys seen recently.
-pub struct RequestKeys {
-    ttl: Duration,
-    max_entries: usize,
-    inner: Mutex<(HashMap<String, Entry>, VecDeque<String>)>,
+/// Checks a header value: 1 to [`MAX_KEY_LEN`] visible ASCII characters.
+pub fn check_key(key: &str) -> Result<(), ApiError> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(ApiError::InvalidRequest(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
+        )));
+    }
+    Ok(())
 }
 
-/// The digest of a request body (canonical JSON).
-pub fn body_digest(body: &Value) -> String {
-    let canonical = crate::executor::replay::canonical(body);
-    Sha256::digest(canonical.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The digest of what a request asks for: its serialised fields (object keys sorted), never a
+/// `Debug` rendering.
+pub fn body_digest(req: &ExecuteRequest) -> Result<String, ApiError> {
+    let value = serde_json::to_value(req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let canonical = crate::executor::replay::canonical(&value);
+    Ok(crate::store::hex(&Sha256::digest(canonical.as_bytes())))
 }
 
-impl RequestKeys {
-    pub fn new(ttl: Duration, max_entries: usize) -> Self {
-        RequestKeys {
-            ttl,
-            max_entries,
-            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+/// Runs `work` at most once per (principal, key) within the TTL. `wait_limit` bounds the wait
+/// for a duplicate that is still running; past it (or if that one is abandoned) this request
+/// claims the key itself.
+pub async fn once<F, Fut>(
+    store: &RequestKeys,
+    principal: &str,
+    key: &str,
+    req: &ExecuteRequest,
+    wait_limit: std::time::Duration,
+    work: F,
+) -> Result<Answer, ApiError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ExecuteResponse>,
+{
+    check_key(key)?;
+    let digest = body_digest(req)?;
+    let scoped = format!("{principal}\u{0}{key}");
+    let deadline = Instant::now() + wait_limit;
+    loop {
+        match store.claim(&scoped, &digest) {
+            Claim::Mismatch => return Err(ApiError::IdempotencyKeyReused),
+            Claim::Done(stored) => return Ok(Answer::Replayed(stored.0)),
+            Claim::InFlight(mut rx) => match crate::store::wait(&mut rx, deadline).await {
+                Waited::Done(stored) => return Ok(Answer::Replayed(stored.0)),
+                Waited::Released => {}
+                Waited::TimedOut => return Err(ApiError::Overloaded),
+            },
+            Claim::Fresh => break,
         }
     }
-
-    /// Claims `key` for a request whose body digest is `body`.
-    pub fn claim(&self, key: &str, body: &str) -> KeyClaim {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (map, order) = &mut *guard;
-        let now = Instant::now();
-        while let Some(front) = order.front() {
-            let expired = match map.get(front) {
-                Some(Entry::Done { at, .. }) => now.duration_since(*at) >= self.ttl,
-                _ => true,
-            };
-            if !(expired || order.len() > self.max_entries) {
-                break;
-            }
-            if let Some(k) = order.pop_front() {
-                map.remove(&k);
-            }
-        }
-        match map.get(key) {
-            Some(Entry::Done { body: b, response, .. }) if b == body => KeyClaim::Done(response.clone()),
-            Some(Entry::Running { body: b, tx }) if b == body => KeyClaim::InFlight(tx.subscribe()),
-            Some(_) => KeyClaim::Mismatch,
-            None => {
-                let (tx, _rx) = watch::channel(None);
-                map.insert(
-                    key.to_owned(),
-                    Entry::Running {
-                        body: body.to_owned(),
-                        tx,
-                    },
-                );
-                KeyClaim::Fresh
-            }
-        }
-    }
-
-    /// Stores the response of a fresh claim.
-    pub fn complete(&self, key: &str, response: &Value) {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (map, order) = &mut *guard;
-        if let Some(Entry::Running { body, tx }) = map.remove(key) {
-            let _ = tx.send(Some(response.clone()));
-            map.insert(
-                key.to_owned(),
-                Entry::Done {
-                    body,
-                    response: response.clone(),
-                    at: Instant::now(),
-                },
-            );
-            order.push_back(key.to_owned());
-        }
-    }
-
-    /// Releases a fresh claim that produced no response.
-    pub fn abandon(&self, key: &str) {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(Entry::Running { tx, .. }) = guard.0.remove(key) {
-            let _ = tx.send(None);
-        }
-    }
+    // Abandoned if this request is dropped (client gone) before it stores an answer.
+    let guard = ClaimGuard::new(Arc::clone(store), scoped);
+    let resp = work().await;
+    let value = serde_json::to_value(&resp).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let replayed = mark_replayed(value.clone());
+    let bytes = serde_json::to_vec(&replayed).map_err(|e| ApiError::Internal(e.to_string()))?;
+    guard.complete(StoredAnswer(Bytes::from(bytes)));
+    Ok(Answer::Ran(value))
 }
 
 /// Marks every result of a stored response as replayed.
-pub fn mark_replayed(mut response: Value) -> Value {
+fn mark_replayed(mut response: Value) -> Value {
     if let Some(results) = response.get_mut("results").and_then(Value::as_array_mut) {
         for r in results {
             if let Some(obj) = r.as_object_mut() {

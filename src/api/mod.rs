@@ -41,8 +41,8 @@ pub struct AppState {
     pub work_slots: Arc<Semaphore>,
     pub tokens: Arc<guard::Tokens>,
     pub reload: crate::reload::SharedStatus,
-    /// Recent `Idempotency-Key`s of execute requests.
-    pub request_keys: Arc<idempotency::RequestKeys>,
+    /// Recent `Idempotency-Key`s of execute requests and their answers.
+    pub request_keys: idempotency::RequestKeys,
 }
 
 impl AppState {
@@ -54,9 +54,10 @@ impl AppState {
             registry: Arc::new(ArcSwap::from_pointee(registry)),
             work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
             tokens: Arc::new(guard::Tokens::new(&config.auth.tokens)),
-            request_keys: Arc::new(idempotency::RequestKeys::new(
+            request_keys: Arc::new(crate::store::MemoryStore::new(
                 config.replay.ttl.0,
                 config.replay.max_entries,
+                config.replay.max_bytes,
             )),
             config: Arc::new(config),
             executor: Arc::new(executor),
@@ -86,8 +87,10 @@ pub fn router(state: AppState) -> Router {
     let work = Router::new()
         .route("/v1/execute", post(handlers::execute))
         .route("/v1/tools/{name}/call", post(handlers::call_tool))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load));
+        // Outermost first: authenticate, read the body within its timeout, then take a slot.
+        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::read_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
     let read = Router::new()
         .route("/v1/tools", get(handlers::list_tools))
         .route("/v1/schemas", get(handlers::schemas))

@@ -54,6 +54,7 @@ pub fn respond(
     parsed: Parsed,
     req: ExecuteRequest,
     format: StreamFormat,
+    principal: String,
 ) -> Response {
     let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel::<ExecEvent>();
     let (frames_tx, frames_rx) = tokio::sync::mpsc::unbounded_channel::<Frame>();
@@ -69,16 +70,13 @@ pub fn respond(
         }
     });
     tokio::spawn(async move {
-        let resp = execute::run_with_events(
-            &state.executor,
-            &registry,
-            provider,
-            parsed,
-            &req,
-            &cancel,
-            Some(&events_tx),
-        )
-        .await;
+        let ctx = execute::Context {
+            executor: &state.executor,
+            registry: &registry,
+            principal: &principal,
+            cancel: &cancel,
+        };
+        let resp = execute::run_with_events(ctx, provider, parsed, &req, Some(&events_tx)).await;
         // Closing the event channel ends the forwarder once every event has been passed on, so
         // the `response` frame is always last.
         drop(events_tx);
@@ -126,4 +124,26 @@ fn encode(format: StreamFormat, frame: Frame) -> Bytes {
         StreamFormat::Sse => Bytes::from(format!("event: {name}\ndata: {value}\n\n")),
         StreamFormat::Ndjson => Bytes::from(format!("{value}\n")),
     }
+}
+
+/// True for a streamed answer (SSE or NDJSON), whose body outlives the handler.
+pub fn is_stream(resp: &Response) -> bool {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream") || ct.starts_with("application/x-ndjson"))
+}
+
+/// `body`, holding `permit` until its last chunk is sent or it is dropped (client gone): a
+/// streamed request occupies its work slot for as long as it works.
+pub fn hold_until_end(body: Body, permit: tokio::sync::OwnedSemaphorePermit) -> Body {
+    let mut permit = Some(permit);
+    Body::from_stream(body.into_data_stream().map(move |chunk| {
+        // Touch the permit so the closure owns it; it is released with the stream.
+        let _held = permit.as_ref();
+        if chunk.is_err() {
+            permit.take();
+        }
+        chunk
+    }))
 }

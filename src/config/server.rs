@@ -58,7 +58,14 @@ pub struct AuthConfig {
     pub tokens: Vec<String>,
     /// Require a token for `/metrics` too.
     pub protect_metrics: bool,
+    /// Serve without tokens on a non-loopback address. Off by default: such a server would run
+    /// tools for anyone who can reach it.
+    pub allow_unauthenticated: bool,
 }
+
+/// Shortest accepted auth token, in bytes. An empty `${env:X}` (unset variable) must never
+/// turn auth off silently, and short tokens are guessable.
+pub const MIN_TOKEN_BYTES: usize = 16;
 
 /// Hot reload of the tools directory.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -105,6 +112,10 @@ pub struct Limits {
     pub header_read_timeout: HumanDuration,
     pub request_timeout: HumanDuration,
     pub concurrent_requests: usize,
+    /// Time allowed to receive a whole request body, before any work slot is taken.
+    pub body_read_timeout: HumanDuration,
+    /// Open client connections at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
 }
 
 /// Policy for tools that do not set their own.
@@ -226,6 +237,21 @@ impl ServerConfig {
         if self.defaults.timeout > self.defaults.deadline {
             problems.push("defaults.timeout must not exceed defaults.deadline".to_owned());
         }
+        for (i, token) in self.auth.tokens.iter().enumerate() {
+            if token.len() < MIN_TOKEN_BYTES {
+                // Never the value itself: only where it is and how long it resolved.
+                problems.push(format!(
+                    "auth.tokens[{i}] is {} bytes long; tokens must be at least {MIN_TOKEN_BYTES} bytes (an empty value usually means its ${{env:…}} variable is unset)",
+                    token.len()
+                ));
+            }
+        }
+        if l.max_connections == 0 {
+            problems.push("limits.max_connections must be at least 1".to_owned());
+        }
+        if let Err(e) = self.check_exposure() {
+            problems.push(e.to_string());
+        }
         for cidr in self.egress.deny.iter().chain(&self.egress.allow) {
             if cidr.parse::<ipnet::IpNet>().is_err() {
                 problems.push(format!("egress: `{cidr}` is not a CIDR (e.g. \"10.0.0.0/8\")"));
@@ -236,6 +262,20 @@ impl ServerConfig {
         } else {
             Err(ServerConfigError::Invalid(problems.join("; ")))
         }
+    }
+}
+
+impl ServerConfig {
+    /// Refuses to serve without tokens on an address other hosts can reach, unless
+    /// `auth.allow_unauthenticated` says so. Call again after `--listen` changes the address.
+    pub fn check_exposure(&self) -> Result<(), ServerConfigError> {
+        if self.auth.tokens.is_empty() && !self.auth.allow_unauthenticated && !self.listen.ip().is_loopback() {
+            return Err(ServerConfigError::Invalid(format!(
+                "listen = {} is reachable from other hosts but auth.tokens is empty; set a token (e.g. tokens = [\"${{env:TOOLWIRE_TOKEN}}\"]) or, to serve without auth on purpose, auth.allow_unauthenticated = true",
+                self.listen
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -27,6 +27,7 @@ use crate::backend::{Attempt, BackendError, subprocess};
 use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 use crate::config::ServerConfig;
 use crate::registry::Registry;
+use crate::store::{Claim, ClaimGuard, Waited};
 use crate::tool::{BackendSpec, Tool};
 use replay::Stored as Ran;
 use retry::{Jitter, RandomJitter, RetryBudget};
@@ -35,7 +36,7 @@ use retry::{Jitter, RandomJitter, RetryBudget};
 const MAX_LISTED_TOOLS: usize = 20;
 
 /// Per-request options (`options` of `POST /v1/execute`). All optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecOptions {
     /// Run calls concurrently (default true); false runs them one by one, in order.
@@ -71,7 +72,7 @@ pub struct Executor {
     jitter: Arc<dyn Jitter>,
     breakers: Arc<breaker::Breakers>,
     /// Where results are kept for replay-safe execution (`None` when disabled).
-    replay: Option<Arc<dyn replay::ReplayStore>>,
+    replay: Option<replay::ReplayStore>,
 }
 
 /// Why the executor could not be built.
@@ -85,6 +86,9 @@ pub enum ExecutorError {
 pub struct Batch<'a> {
     pub calls: &'a [ToolCall],
     pub state: &'a Value,
+    /// Who sent the request: a digest of the matched auth token, or `anonymous`. Part of every
+    /// replay key, so one client never receives another's stored results.
+    pub principal: &'a str,
     pub options: &'a ExecOptions,
     /// Prefix of every call's `Idempotency-Key`.
     pub request_id: &'a str,
@@ -145,17 +149,17 @@ impl Executor {
             jitter: Arc::new(RandomJitter),
             breakers: breaker::Breakers::new(config.breaker.failures, config.breaker.open_for.0),
             replay: config.replay.enabled.then(|| {
-                Arc::new(replay::MemoryStore::new(
+                Arc::new(crate::store::MemoryStore::<replay::Stored>::new(
                     config.replay.ttl.0,
                     config.replay.max_entries,
                     config.replay.max_bytes,
-                )) as Arc<dyn replay::ReplayStore>
+                )) as replay::ReplayStore
             }),
         })
     }
 
     /// Replaces the replay store (e.g. with one shared by several replicas).
-    pub fn with_replay_store(mut self, store: Option<Arc<dyn replay::ReplayStore>>) -> Self {
+    pub fn with_replay_store(mut self, store: Option<replay::ReplayStore>) -> Self {
         self.replay = store;
         self
     }
@@ -306,40 +310,50 @@ impl Executor {
             Ok(t) => t,
             Err(e) => return (Ran::err(e), false),
         };
-        let args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
+        let mut args = match validate::check_arguments(tool, &call.arguments, self.limits.json_depth) {
             Ok(a) => a,
             Err(e) => return (Ran::err(e), false),
         };
+        // The key covers what the model sent; the injected values are covered by the scope.
+        let replay = match (&self.replay, call.id.as_deref(), tool.policy.replay) {
+            (Some(store), Some(id), true) => {
+                let visible = tool.visible_state(batch.state);
+                let scope = replay::Scope {
+                    principal: batch.principal,
+                    state: &visible,
+                };
+                Some((store, replay::key(id, &tool.name, &args, scope)))
+            }
+            _ => None,
+        };
+        if let Err(e) = inject(tool, batch.state, &mut args) {
+            return (Ran::err(e), false);
+        }
         let mut guard = None;
-        if let (Some(store), Some(id), true) = (&self.replay, call.id.as_deref(), tool.policy.replay) {
-            let key = replay::key(id, &tool.name, &args);
+        if let Some((store, key)) = replay {
             let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
             loop {
-                match store.claim(&key) {
-                    replay::Claim::Stored(s) => return (s, true),
-                    replay::Claim::Fresh => {
-                        guard = Some(ReplayGuard {
-                            store: Arc::clone(store),
-                            key,
-                            settled: false,
-                        });
+                match store.claim(&key, "") {
+                    Claim::Done(s) => return (s, true),
+                    Claim::Fresh => {
+                        guard = Some(ClaimGuard::new(Arc::clone(store), key));
                         break;
                     }
-                    replay::Claim::InFlight(mut rx) => {
-                        match tokio::time::timeout_at(deadline, wait_settled(&mut rx)).await {
-                            Ok(Some(s)) => return (s, true),
-                            // The first run was abandoned (cancelled): claim again.
-                            Ok(None) => {}
-                            Err(_) => {
-                                let e = ToolError::new(
-                                    ErrorKind::Rejected,
-                                    "An identical call is still running and did not finish before this one's deadline. Try again later.",
-                                    true,
-                                );
-                                return (Ran::err(e), false);
-                            }
+                    // Replay keys carry no fingerprint; a mismatch cannot happen. Run it.
+                    Claim::Mismatch => break,
+                    Claim::InFlight(mut rx) => match crate::store::wait(&mut rx, deadline).await {
+                        Waited::Done(s) => return (s, true),
+                        // The first run was abandoned (cancelled): claim again.
+                        Waited::Released => {}
+                        Waited::TimedOut => {
+                            let e = ToolError::new(
+                                ErrorKind::Rejected,
+                                "An identical call is still running and did not finish before this one's deadline. Try again later.",
+                                true,
+                            );
+                            return (Ran::err(e), false);
                         }
-                    }
+                    },
                 }
             }
         }
@@ -356,7 +370,12 @@ impl Executor {
             )
             .await;
         if let Some(g) = guard {
-            g.settle(&ran);
+            // Failures the agent may retry (timeouts, unreachable or failing backends,
+            // rejections) are not stored: a re-sent request should try those again.
+            match &ran.outcome {
+                Outcome::Err(e) if e.retryable => g.abandon(),
+                _ => g.complete(ran.clone()),
+            }
         }
         (ran, false)
     }
@@ -372,9 +391,8 @@ impl Executor {
         request_deadline: Instant,
         request_slots: Arc<Semaphore>,
         tool: &Tool,
-        mut args: Map<String, Value>,
+        args: Map<String, Value>,
     ) -> Ran {
-        inject(tool, batch.state, &mut args);
         let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
         let _permits = match self.admit(tool, request_slots, deadline).await {
             Ok(p) => p,
@@ -513,17 +531,35 @@ impl Executor {
     }
 }
 
-/// Adds the tool's hidden arguments from the request state (absent state paths are left out).
-fn inject(tool: &Tool, state: &Value, args: &mut Map<String, Value>) {
-    for (key, path) in &tool.inject {
+/// Fills the tool's hidden arguments from the request state. The model's own values for those
+/// keys were already removed (`validate`), so a missing state value can never be replaced by
+/// one the model chose: a required one fails the call with `missing_state` (a fault of the
+/// application, which the model cannot repair), an optional one (`"state.x?"`) is left out.
+fn inject(tool: &Tool, state: &Value, args: &mut Map<String, Value>) -> Result<(), ToolError> {
+    for i in &tool.inject {
         let mut cur = Some(state);
-        for p in path {
+        for p in &i.path {
             cur = cur.and_then(|v| v.get(p));
         }
-        if let Some(v) = cur.filter(|v| !v.is_null()) {
-            args.insert(key.clone(), v.clone());
+        match cur.filter(|v| !v.is_null()) {
+            Some(v) => {
+                args.insert(i.key.clone(), v.clone());
+            }
+            None if i.optional => {}
+            None => {
+                return Err(ToolError::new(
+                    ErrorKind::MissingState,
+                    format!(
+                        "This tool could not run: the application did not supply `state.{}` (needed for `{}`). This is not a problem with the call's arguments; do not retry it unchanged.",
+                        i.path.join("."),
+                        i.key
+                    ),
+                    false,
+                ));
+            }
         }
     }
+    Ok(())
 }
 
 /// Keeps the in-flight gauge right even when a call's future is dropped.
@@ -539,43 +575,5 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         crate::telemetry::metrics::in_flight(-1.0);
-    }
-}
-
-/// Waits until a running duplicate settles: `Some` with its result, `None` if it was abandoned.
-async fn wait_settled(rx: &mut tokio::sync::watch::Receiver<Option<replay::Stored>>) -> Option<replay::Stored> {
-    if rx.borrow().is_some() {
-        return rx.borrow().clone();
-    }
-    match rx.changed().await {
-        Ok(()) => rx.borrow().clone(),
-        Err(_) => None,
-    }
-}
-
-/// The claim of a fresh run: stores its result, or releases the key if the run is dropped.
-struct ReplayGuard {
-    store: Arc<dyn replay::ReplayStore>,
-    key: String,
-    settled: bool,
-}
-
-impl ReplayGuard {
-    /// Stores the result, except failures the agent may retry (timeouts, unreachable or
-    /// failing backends, rejections): a re-sent request should try those again.
-    fn settle(mut self, ran: &Ran) {
-        self.settled = true;
-        match &ran.outcome {
-            Outcome::Err(e) if e.retryable => self.store.abandon(&self.key),
-            _ => self.store.complete(&self.key, ran.clone()),
-        }
-    }
-}
-
-impl Drop for ReplayGuard {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.store.abandon(&self.key);
-        }
     }
 }

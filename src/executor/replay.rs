@@ -7,17 +7,15 @@
 //! `replay = false` (allowed for idempotent tools) always run. Argument errors are never
 //! stored, so a corrected retry runs.
 //!
-//! [`ReplayStore`] is the seam for a store shared by several replicas; [`MemoryStore`] is the
-//! default: in memory, bounded by entries and bytes, oldest evicted first.
-
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+//! The key also covers the call's *scope* ([`Scope`]): the authenticated principal and the part
+//! of the request `state` the tool can see, so a repeated id from another user (or with other
+//! hidden state) runs afresh instead of receiving someone else's result.
+//!
+//! Results live in a [`crate::store::ClaimStore`] (in memory by default, bounded by entries and
+//! bytes, oldest evicted first).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::call::{Outcome, ToolError, ToolFile};
 
@@ -43,172 +41,102 @@ impl Stored {
     }
 }
 
-/// The answer to "may this call run?".
-#[derive(Debug)]
-pub enum Claim {
-    /// Run it, then [`ReplayStore::complete`] (or [`ReplayStore::abandon`]).
-    Fresh,
-    /// Already done: here is the result.
-    Stored(Stored),
-    /// Running elsewhere: wait for this to become `Some`. `None` after a change means the
-    /// first run was abandoned; run it then.
-    InFlight(watch::Receiver<Option<Stored>>),
+impl crate::store::Weigh for Stored {
+    fn weight(&self) -> usize {
+        let payload = match &self.outcome {
+            Outcome::Ok(v) => json_weight(v),
+            Outcome::Err(e) => {
+                e.message.len() + e.details.iter().map(|d| d.path.len() + d.message.len()).sum::<usize>()
+            }
+        };
+        let files: usize = self
+            .files
+            .iter()
+            .map(|f| f.size() + f.filename.len() + f.mime_type.len())
+            .sum();
+        payload + files
+    }
 }
 
-/// Where results are kept. Implementations must make `claim` atomic: two concurrent claims
-/// of one key give one `Fresh` and one `InFlight`.
-pub trait ReplayStore: Send + Sync {
-    fn claim(&self, key: &str) -> Claim;
-    fn complete(&self, key: &str, result: Stored);
-    fn abandon(&self, key: &str);
+/// Approximate bytes of a JSON value, without serialising it.
+pub fn json_weight(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(json_weight).sum::<usize>(),
+        Value::Object(o) => 2 + o.iter().map(|(k, v)| k.len() + 3 + json_weight(v)).sum::<usize>(),
+    }
 }
 
-/// The replay key of a call: a digest of its id, tool name and canonical arguments.
-pub fn key(call_id: &str, tool: &str, args: &serde_json::Map<String, Value>) -> String {
+/// Where call results are kept.
+pub type ReplayStore = crate::store::SharedStore<Stored>;
+
+/// Who a call is run for, as far as replay is concerned: a repeat is only answered from the
+/// store when it comes from the same principal with the same state the tool can see, so one
+/// user never receives another user's stored result (ids like `call_0` repeat across users).
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// A digest naming the authenticated client (the matched token), or `anonymous`.
+    pub principal: &'a str,
+    /// The part of the request `state` the tool can see (see `Tool::visible_state`).
+    pub state: &'a Value,
+}
+
+/// The replay key of a call: a digest of its id, tool name, canonical arguments and scope.
+pub fn key(call_id: &str, tool: &str, args: &serde_json::Map<String, Value>, scope: Scope<'_>) -> String {
     let mut h = Sha256::new();
-    for part in [call_id.as_bytes(), tool.as_bytes()] {
+    for part in [call_id.as_bytes(), tool.as_bytes(), scope.principal.as_bytes()] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
     }
-    h.update(canonical(&Value::Object(args.clone())).as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    let mut buf = String::new();
+    canonical_object(args, &mut buf);
+    h.update((buf.len() as u64).to_le_bytes());
+    h.update(buf.as_bytes());
+    buf.clear();
+    canonical_into(scope.state, &mut buf);
+    h.update(buf.as_bytes());
+    crate::store::hex(&h.finalize())
 }
 
-/// JSON with object keys sorted at every level, so key order does not change the digest.
+/// JSON with object keys sorted at every level, so key order does not change a digest.
 pub fn canonical(v: &Value) -> String {
+    let mut out = String::new();
+    canonical_into(v, &mut out);
+    out
+}
+
+fn canonical_object(map: &serde_json::Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // A JSON string literal of the key: serialising a &str cannot fail.
+        out.push_str(&serde_json::to_string(k).unwrap_or_default());
+        out.push(':');
+        canonical_into(v, out);
+    }
+    out.push('}');
+}
+
+fn canonical_into(v: &Value, out: &mut String) {
     match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let inner: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}:{}", Value::String((*k).clone()), canonical(&map[k.as_str()])))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
-        other => other.to_string(),
-    }
-}
-
-enum Entry {
-    Running(watch::Sender<Option<Stored>>),
-    Done { result: Stored, at: Instant, bytes: usize },
-}
-
-struct Inner {
-    entries: HashMap<String, Entry>,
-    /// Completed keys, oldest first, for TTL expiry and eviction.
-    order: VecDeque<String>,
-    bytes: usize,
-}
-
-/// The default, in-memory store.
-pub struct MemoryStore {
-    ttl: Duration,
-    max_entries: usize,
-    max_bytes: usize,
-    inner: Mutex<Inner>,
-}
-
-impl MemoryStore {
-    /// A store keeping results for `ttl`, at most `max_entries` results and `max_bytes` bytes.
-    pub fn new(ttl: Duration, max_entries: usize, max_bytes: usize) -> Self {
-        MemoryStore {
-            ttl,
-            max_entries,
-            max_bytes,
-            inner: Mutex::new(Inner {
-                entries: HashMap::new(),
-                order: VecDeque::new(),
-                bytes: 0,
-            }),
-        }
-    }
-
-    /// Stored results and their approximate bytes (for tests and metrics).
-    pub fn usage(&self) -> (usize, usize) {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        (inner.order.len(), inner.bytes)
-    }
-
-    fn expire(&self, inner: &mut Inner) {
-        let now = Instant::now();
-        while let Some(front) = inner.order.front() {
-            let old = match inner.entries.get(front) {
-                Some(Entry::Done { at, .. }) => now.duration_since(*at) >= self.ttl,
-                _ => true,
-            };
-            let over = inner.order.len() > self.max_entries || inner.bytes > self.max_bytes;
-            if !(old || over) {
-                break;
+        Value::Object(map) => canonical_object(map, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_into(x, out);
             }
-            if let Some(k) = inner.order.pop_front()
-                && let Some(Entry::Done { bytes, .. }) = inner.entries.remove(&k)
-            {
-                inner.bytes = inner.bytes.saturating_sub(bytes);
-            }
+            out.push(']');
         }
+        other => out.push_str(&other.to_string()),
     }
-}
-
-impl ReplayStore for MemoryStore {
-    fn claim(&self, key: &str) -> Claim {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        self.expire(&mut inner);
-        match inner.entries.get(key) {
-            Some(Entry::Done { result, .. }) => Claim::Stored(result.clone()),
-            Some(Entry::Running(tx)) => Claim::InFlight(tx.subscribe()),
-            None => {
-                let (tx, _rx) = watch::channel(None);
-                inner.entries.insert(key.to_owned(), Entry::Running(tx));
-                Claim::Fresh
-            }
-        }
-    }
-
-    fn complete(&self, key: &str, result: Stored) {
-        let bytes = approx_bytes(&result);
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(Entry::Running(tx)) = inner.entries.remove(key) {
-            let _ = tx.send(Some(result.clone()));
-        }
-        if bytes > self.max_bytes {
-            return;
-        }
-        inner.entries.insert(
-            key.to_owned(),
-            Entry::Done {
-                result,
-                at: Instant::now(),
-                bytes,
-            },
-        );
-        inner.order.push_back(key.to_owned());
-        inner.bytes += bytes;
-        self.expire(&mut inner);
-    }
-
-    fn abandon(&self, key: &str) {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(Entry::Running(tx)) = inner.entries.remove(key) {
-            // Waiters see the change with `None` and run the call themselves.
-            let _ = tx.send(None);
-        }
-    }
-}
-
-fn approx_bytes(s: &Stored) -> usize {
-    let payload = match &s.outcome {
-        Outcome::Ok(v) => v.to_string().len(),
-        Outcome::Err(e) => e.message.len() + e.details.iter().map(|d| d.path.len() + d.message.len()).sum::<usize>(),
-    };
-    let files: usize = s
-        .files
-        .iter()
-        .map(|f| f.size() + f.filename.len() + f.mime_type.len())
-        .sum();
-    payload + files + 128
 }
 
 #[cfg(test)]
@@ -216,14 +144,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn ok(v: Value) -> Stored {
-        Stored {
-            outcome: Outcome::Ok(v),
-            files: Vec::new(),
-            truncated: false,
-            attempts: 1,
-        }
-    }
+    const ANON: Scope<'static> = Scope {
+        principal: "anonymous",
+        state: &Value::Null,
+    };
 
     #[test]
     fn canonical_ignores_key_order() {
@@ -234,52 +158,24 @@ mod tests {
         let a = json!({"x": 1, "y": 2});
         let b = json!({"y": 2, "x": 1});
         assert_eq!(
-            key("c1", "t", a.as_object().unwrap()),
-            key("c1", "t", b.as_object().unwrap())
+            key("c1", "t", a.as_object().unwrap(), ANON),
+            key("c1", "t", b.as_object().unwrap(), ANON)
         );
         assert_ne!(
-            key("c1", "t", a.as_object().unwrap()),
-            key("c2", "t", a.as_object().unwrap())
+            key("c1", "t", a.as_object().unwrap(), ANON),
+            key("c2", "t", a.as_object().unwrap(), ANON)
         );
     }
 
-    #[tokio::test]
-    async fn second_claim_waits_for_the_first_then_sees_the_stored_result() {
-        let s = MemoryStore::new(Duration::from_secs(60), 100, 1 << 20);
-        assert!(matches!(s.claim("k"), Claim::Fresh));
-        let Claim::InFlight(mut rx) = s.claim("k") else {
-            panic!("in flight")
-        };
-        s.complete("k", ok(json!(1)));
-        rx.changed().await.unwrap();
-        assert_eq!(*rx.borrow(), Some(ok(json!(1))));
-        assert!(matches!(s.claim("k"), Claim::Stored(r) if r == ok(json!(1))));
-    }
-
-    #[tokio::test]
-    async fn abandoned_runs_release_waiters() {
-        let s = MemoryStore::new(Duration::from_secs(60), 100, 1 << 20);
-        assert!(matches!(s.claim("k"), Claim::Fresh));
-        let Claim::InFlight(mut rx) = s.claim("k") else {
-            panic!("in flight")
-        };
-        s.abandon("k");
-        rx.changed().await.unwrap();
-        assert_eq!(*rx.borrow(), None);
-        assert!(matches!(s.claim("k"), Claim::Fresh));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn entries_expire_and_the_store_stays_within_its_bounds() {
-        let s = MemoryStore::new(Duration::from_secs(10), 50, 20_000);
-        for i in 0..1000 {
-            let k = format!("k{i}");
-            assert!(matches!(s.claim(&k), Claim::Fresh));
-            s.complete(&k, ok(json!("x".repeat(200))));
-            let (n, bytes) = s.usage();
-            assert!(n <= 50 && bytes <= 20_000, "{n} entries, {bytes} bytes");
-        }
-        tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(matches!(s.claim("k999"), Claim::Fresh), "expired after the TTL");
+    #[test]
+    fn the_scope_is_part_of_the_key() {
+        let args = json!({"x": 1});
+        let args = args.as_object().unwrap();
+        let alice = json!({"user_id": "alice"});
+        let bob = json!({"user_id": "bob"});
+        let k = |principal, state| key("call_0", "t", args, Scope { principal, state });
+        assert_ne!(k("anonymous", &alice), k("anonymous", &bob));
+        assert_ne!(k("p1", &alice), k("p2", &alice));
+        assert_eq!(k("p1", &alice), k("p1", &json!({"user_id": "alice"})));
     }
 }

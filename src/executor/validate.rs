@@ -37,7 +37,7 @@ pub fn check_arguments(tool: &Tool, arguments: &Arguments, max_depth: usize) -> 
             false,
         ));
     }
-    let args = drop_null_optionals(tool, args);
+    let args = own_arguments(tool, args)?;
     let value = Value::Object(args);
     let details: Vec<ErrorDetail> = tool
         .validator
@@ -65,36 +65,68 @@ pub fn check_arguments(tool: &Tool, arguments: &Arguments, max_depth: usize) -> 
     }
 }
 
-/// Strict-mode declarations make optional parameters required-but-nullable, so models send
-/// `null` for "not given". A top-level `null` for a parameter that is optional in the tool's
-/// own schema and whose schema does not accept `null` is therefore read as "absent".
-fn drop_null_optionals(tool: &Tool, args: &Map<String, Value>) -> Map<String, Value> {
-    let required: Vec<&str> = tool
-        .parameters
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let props = tool.parameters.get("properties").and_then(Value::as_object);
-    args.iter()
-        .filter(|(k, v)| {
-            let optional_null = v.is_null() && !required.contains(&k.as_str());
-            // Only asked for an optional `null` (compiling a schema is not free).
-            !optional_null || props.and_then(|p| p.get(k.as_str())).is_some_and(accepts_null)
+/// The model's arguments as the tool may receive them:
+/// - injected keys are removed (they are filled from `state` only, never by the model);
+/// - on a closed schema (see [`crate::tool::ArgumentRules`]) undeclared keys are refused,
+///   naming them, so nothing the tool did not declare reaches a backend;
+/// - a `null` for an optional declared property whose own schema refuses `null` is read as
+///   "absent" (strict-mode declarations make models send it); every other `null` is kept.
+fn own_arguments(tool: &Tool, args: &Map<String, Value>) -> Result<Map<String, Value>, ToolError> {
+    let rules = &tool.arguments;
+    let mut out = Map::with_capacity(args.len());
+    let mut undeclared: Vec<&str> = Vec::new();
+    for (k, v) in args {
+        if tool.inject.iter().any(|i| &i.key == k) {
+            continue;
+        }
+        if let Some(declared) = &rules.closed
+            && !declared.contains(k)
+            && !rules.patterns.iter().any(|re| re.is_match(k))
+        {
+            undeclared.push(k);
+            continue;
+        }
+        if v.is_null() && rules.null_means_absent.contains(k) {
+            continue;
+        }
+        out.insert(k.clone(), v.clone());
+    }
+    if undeclared.is_empty() {
+        return Ok(out);
+    }
+    let shown: Vec<String> = undeclared
+        .iter()
+        .take(MAX_ERRORS)
+        .map(|k| format!("`{}`", printable_key(k)))
+        .collect();
+    let details = undeclared
+        .iter()
+        .take(MAX_ERRORS)
+        .map(|k| ErrorDetail {
+            path: format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+            message: "is not a parameter of this tool".to_owned(),
         })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+        .collect();
+    Err(ToolError::new(
+        ErrorKind::InvalidArguments,
+        format!(
+            "`{}` has no parameter named {}. Remove {} and call it again with only its declared parameters.",
+            tool.name,
+            shown.join(", "),
+            if undeclared.len() == 1 { "it" } else { "them" }
+        ),
+        false,
+    )
+    .with_details(details))
 }
 
-/// Does a property's schema, on its own, accept `null`? A schema that does not compile on its
-/// own (a `$ref` into the tool's `$defs`) counts as "no": the `null` is then dropped, and an
-/// absent optional parameter is valid either way. (`jsonschema::is_valid` panics on such a
-/// schema: found by the `validate_args` fuzz target, see docs/fuzzing.md.)
-fn accepts_null(schema: &Value) -> bool {
-    jsonschema::options()
-        .offline()
-        .build(schema)
-        .is_ok_and(|v| v.is_valid(&Value::Null))
+/// A model-chosen key as shown in a message: control characters escaped, at most 64 characters.
+fn printable_key(k: &str) -> String {
+    let mut out: String = k.chars().take(64).flat_map(char::escape_debug).collect();
+    if k.chars().count() > 64 {
+        out.push('…');
+    }
+    out
 }
 
 /// Nesting depth of an object, stopping early past `limit`.
@@ -140,12 +172,65 @@ mod tests {
         std::sync::Arc::clone(&reg.tools()[0])
     }
 
+    fn tool_with(parameters: Value, inject: Value) -> std::sync::Arc<Tool> {
+        let defaults = ServerConfig::from_figment(ServerConfig::figment_without_env(None).unwrap())
+            .unwrap()
+            .defaults;
+        let file = json!({"tools": [{"name": "t", "description": "d", "exec": {"command": ["true"]},
+            "parameters": parameters, "inject": inject}]});
+        let mut loaded = LoadedDir::default();
+        load_file(Path::new("t.json"), &file.to_string(), &|_| None, &mut loaded);
+        let reg = Registry::build(loaded, &defaults).unwrap();
+        std::sync::Arc::clone(&reg.tools()[0])
+    }
+
+    #[test]
+    fn undeclared_keys_are_refused_unless_the_schema_allows_them() {
+        let closed = tool_with(
+            json!({"type": "object", "properties": {"to": {"type": "string"}}}),
+            json!({"user_id": "state.user_id"}),
+        );
+        let err = check_arguments(&closed, &Arguments::from_json_str(r#"{"to": "a", "admin": true}"#), 64).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidArguments);
+        assert!(err.message.contains("`admin`"), "{}", err.message);
+        assert_eq!(err.details[0].path, "/admin");
+        // Injected keys sent by the model are dropped, not refused and not kept.
+        let ok = check_arguments(
+            &closed,
+            &Arguments::from_json_str(r#"{"to": "a", "user_id": "evil"}"#),
+            64,
+        )
+        .unwrap();
+        assert_eq!(Value::Object(ok), json!({"to": "a"}));
+
+        let open = tool_with(
+            json!({"type": "object", "properties": {"to": {"type": "string"}}, "additionalProperties": true}),
+            json!({}),
+        );
+        let ok = check_arguments(
+            &open,
+            &Arguments::from_json_str(r#"{"to": null, "extra": null, "x": 1}"#),
+            64,
+        )
+        .unwrap();
+        // `to` refuses null and is optional: absent. The allowed extra keeps its null.
+        assert_eq!(Value::Object(ok), json!({"extra": null, "x": 1}));
+
+        let free = tool_with(json!({"type": "object"}), json!({}));
+        let ok = check_arguments(&free, &Arguments::from_json_str(r#"{"anything": {"a": null}}"#), 64).unwrap();
+        assert_eq!(Value::Object(ok), json!({"anything": {"a": null}}));
+    }
+
     #[test]
     fn ref_properties_do_not_panic_and_optional_nulls_are_dropped() {
         let tool = ref_tool();
         let args = Arguments::from_json_str(r#"{"tree": {"value": 1}, "owner": null, "nick": null}"#);
         let ok = check_arguments(&tool, &args, 64).unwrap();
-        assert_eq!(ok, json!({"tree": {"value": 1}}).as_object().unwrap().clone());
+        // `owner`'s schema refuses null: absent. `nick` allows it (through its `$ref`): kept.
+        assert_eq!(
+            ok,
+            json!({"tree": {"value": 1}, "nick": null}).as_object().unwrap().clone()
+        );
         let bad = Arguments::from_json_str(r#"{"tree": {"value": "x"}}"#);
         let err = check_arguments(&tool, &bad, 64).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidArguments);
