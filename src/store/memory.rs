@@ -58,12 +58,6 @@ impl<V: Weigh> MemoryStore<V> {
         }
     }
 
-    /// Stored values and their approximate bytes (tests, metrics).
-    pub fn usage(&self) -> (usize, usize) {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        (inner.order.len(), inner.bytes)
-    }
-
     fn expire(&self, inner: &mut Inner<V>) {
         let now = Instant::now();
         while let Some(front) = inner.order.front() {
@@ -132,6 +126,11 @@ impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
         inner.order.push_back(key.to_owned());
         inner.bytes += bytes;
         self.expire(&mut inner);
+    }
+
+    fn usage(&self) -> (usize, usize) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (inner.order.len(), inner.bytes)
     }
 
     fn abandon(&self, key: &str) {

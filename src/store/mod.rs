@@ -56,6 +56,8 @@ pub trait ClaimStore<V: Weigh>: Send + Sync {
     fn complete(&self, key: &str, value: V);
     /// Releases a fresh claim without a value.
     fn abandon(&self, key: &str);
+    /// Stored values and their approximate bytes, for metrics and tests.
+    fn usage(&self) -> (usize, usize);
 }
 
 /// A store shared by the tasks of a server.
