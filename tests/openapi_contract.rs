@@ -430,6 +430,37 @@ async fn send(server: &TestServer, method: &str, path: &str, headers: &[(&str, &
     Answer { status, headers, body }
 }
 
+/// Sends a request head promising a body, one byte of it, and reads the server's answer.
+async fn slow_body(server: &TestServer) -> Answer {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    conn.write_all(b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10\r\nConnection: close\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(30), conn.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let mut headers = HeaderMap::new();
+    for line in lines {
+        let (k, v) = line.split_once(':').unwrap();
+        headers.insert(
+            reqwest::header::HeaderName::from_bytes(k.trim().as_bytes()).unwrap(),
+            v.trim().parse().unwrap(),
+        );
+    }
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
 /// An OpenAI Chat completion with the given `(id, tool, arguments)` calls.
 fn openai_chat(calls: &[(&str, &str, &str)]) -> Value {
     let tool_calls: Vec<Value> = calls
@@ -474,6 +505,7 @@ async fn live_responses_match_the_spec() {
     // ---- Auth off (the default).
     let mut cfg = config_for(good);
     cfg.limits.body_bytes = 64 * 1024;
+    cfg.limits.body_read_timeout = toolwire::config::HumanDuration(std::time::Duration::from_millis(500));
     let s = TestServer::start_with(cfg).await;
 
     for path in ["/healthz", "/readyz", "/metrics", "/v1/tools"] {
@@ -619,6 +651,14 @@ async fn live_responses_match_the_spec() {
     for (body, status) in execute_bad {
         let a = send(&s, "POST", "/v1/execute", &[], body).await;
         assert_eq!(a.status, status, "{}", a.body);
+        c.check("POST", Some("/v1/execute"), &a);
+    }
+
+    // A body that does not arrive in time: 408 (read on a raw connection, since the client
+    // is still "sending").
+    {
+        let a = slow_body(&s).await;
+        assert_eq!(a.status, 408, "{}", a.body);
         c.check("POST", Some("/v1/execute"), &a);
     }
 
