@@ -34,7 +34,8 @@ RUN apt-get update \
 # Relative paths in the config and the tool files (tools_dir = "tools.d", exec commands such as
 # `python3 examples/tools/convert_units.py`) resolve against the working directory.
 WORKDIR /etc/toolwire
-COPY config/toolwire.toml /etc/toolwire/toolwire.toml
+# The container config: listen on 0.0.0.0:8080 and require the bearer token from TOOLWIRE_TOKEN.
+COPY docker/toolwire.toml /etc/toolwire/toolwire.toml
 COPY tools.d/ /etc/toolwire/tools.d/
 COPY examples/tools/ /etc/toolwire/examples/tools/
 

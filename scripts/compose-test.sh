@@ -29,6 +29,7 @@ BASE_IMAGE=debian:bookworm-slim
 export TOOLWIRE_IMAGE=toolwire:compose-test
 export EXAMPLE_APP_IMAGE=toolwire-example-app:compose-test
 export EXAMPLE_APP_TOKEN=${EXAMPLE_APP_TOKEN:-compose-test-token}
+export TOOLWIRE_TOKEN=${TOOLWIRE_TOKEN:-compose-test-toolwire-token}
 export DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0}
 export COMPOSE_DOCKER_CLI_BUILD=${COMPOSE_DOCKER_CLI_BUILD:-0}
 
@@ -229,18 +230,20 @@ import sys
 import urllib.request
 
 base = sys.argv[1]
+auth = {"authorization": "Bearer " + sys.argv[2]}
 failures = 0
 
 
 def get(path):
-    with urllib.request.urlopen(base + path, timeout=10) as r:
+    req = urllib.request.Request(base + path, headers=auth)
+    with urllib.request.urlopen(req, timeout=10) as r:
         return r.status, json.load(r)
 
 
 def execute(provider, completion):
     body = json.dumps({"provider": provider, "completion": completion}).encode()
     req = urllib.request.Request(base + "/v1/execute", data=body, method="POST",
-                                 headers={"content-type": "application/json"})
+                                 headers={"content-type": "application/json", **auth})
     with urllib.request.urlopen(req, timeout=30) as r:
         return r.status, json.load(r)
 
@@ -365,7 +368,7 @@ check("gemini get_weather + convert_units", gemini)
 sys.exit(1 if failures else 0)
 PY
 checks_rc=0
-bounded "$(limit 60)" python3 "$WORK/checks.py" "$BASE_URL" >"$WORK/checks.out" || checks_rc=$?
+bounded "$(limit 60)" python3 "$WORK/checks.py" "$BASE_URL" "$TOOLWIRE_TOKEN" >"$WORK/checks.out" || checks_rc=$?
 cat "$WORK/checks.out"
 while IFS= read -r line; do SUMMARY+=("$line"); done < <(cut -c1-220 "$WORK/checks.out")
 ((checks_rc == 0)) || die "request checks failed (exit $checks_rc)"
