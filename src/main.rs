@@ -10,10 +10,11 @@ use toolwire::api::AppState;
 use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
-use toolwire::execute::{self, ExecuteRequest};
-use toolwire::executor::{ExecOptions, Executor};
+use toolwire::executor::Executor;
+use toolwire::provider::catalog::{self, ToolFilter};
 use toolwire::provider::{DeclareOptions, Provider};
-use toolwire::registry::{Registry, ToolFilter};
+use toolwire::registry::Registry;
+use toolwire::turn::{self, ExecOptions, ExecuteRequest};
 use toolwire::{server, shutdown, telemetry};
 
 fn main() -> ExitCode {
@@ -62,8 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tags: args.tags,
                 tools: args.tools,
             };
-            let declared = registry
-                .declarations(provider, &opts, &filter)
+            let declared = catalog::declarations(&registry, provider, &opts, &filter)
                 .map_err(|unknown| anyhow::anyhow!("unknown tools: {}", unknown.join(", ")))?;
             for w in &declared.warnings {
                 eprintln!("warning: {} ({}): {}", w.tool, w.provider, w.message);
@@ -80,13 +80,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let result = runtime.block_on(async {
                 let executor = Executor::new(&config)?;
                 let cancel = CancellationToken::new();
-                let ctx = execute::Context {
+                let ctx = turn::Context {
                     executor: &executor,
                     registry: &registry,
-                    principal: execute::ANONYMOUS,
+                    principal: turn::ANONYMOUS,
                     cancel: &cancel,
                 };
-                anyhow::Ok(execute::call_tool(ctx, &args.name, Some(&arguments), &state).await)
+                anyhow::Ok(turn::call_tool(ctx, &args.name, Some(&arguments), &state).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&result)?))?;
             Ok(if result.is_ok() {
@@ -109,18 +109,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 state: parse_state(args.state.as_deref())?,
                 options: ExecOptions::default(),
             };
-            let (provider, parsed) = execute::prepare(&req, config.limits.calls_per_request)?;
+            let (provider, parsed) = turn::prepare(&req, config.limits.calls_per_request)?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
                 let executor = Executor::new(&config)?;
                 let cancel = CancellationToken::new();
-                let ctx = execute::Context {
+                let ctx = turn::Context {
                     executor: &executor,
                     registry: &registry,
-                    principal: execute::ANONYMOUS,
+                    principal: turn::ANONYMOUS,
                     cancel: &cancel,
                 };
-                anyhow::Ok(execute::run(ctx, provider, parsed, &req).await)
+                anyhow::Ok(turn::run(ctx, provider, parsed, &req).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
             Ok(ExitCode::SUCCESS)

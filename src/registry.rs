@@ -16,7 +16,6 @@ use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
 use crate::config::tool_file::{ExecConfig, HttpConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
-use crate::provider::{DeclareOptions, DeclareWarning, Declared, Provider, ToolDeclaration};
 use crate::template::{Segment, Template};
 use crate::tool::{
     ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, RetryPolicy, StdinMode,
@@ -44,28 +43,6 @@ pub struct Registry {
     /// Values resolved from `${env:}`/`${file:}`, to redact from logs and errors.
     pub secrets: Vec<String>,
     pub files: Vec<PathBuf>,
-    /// What each provider's declaration had to change, per tool (for `GET /v1/tools`).
-    pub schema_warnings: HashMap<String, Vec<SchemaWarning>>,
-}
-
-/// A change (or a refusal) of a provider's schema transform, in one declaration mode.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SchemaWarning {
-    pub provider: Provider,
-    /// `default`, `strict` or `gemini_openapi`: the `GET /v1/schemas` options it applies to.
-    pub mode: &'static str,
-    /// The tool is left out of that provider's declarations in that mode.
-    pub dropped: bool,
-    pub message: String,
-}
-
-/// Which tools `GET /v1/schemas` declares.
-#[derive(Debug, Clone, Default)]
-pub struct ToolFilter {
-    /// Keep tools that have at least one of these tags (empty: no tag filter).
-    pub tags: Vec<String>,
-    /// Keep only these tools (empty: all).
-    pub tools: Vec<String>,
 }
 
 impl Registry {
@@ -110,93 +87,15 @@ impl Registry {
             diagnostics.sort_by_key(|d| (d.file.clone(), d.severity, tool_index(&d.path)));
             return Err(diagnostics);
         }
-        let mut reg = Registry {
+        let reg = Registry {
             by_name,
             order,
             version,
             warnings: diagnostics,
             secrets,
             files,
-            schema_warnings: HashMap::new(),
         };
-        reg.schema_warnings = reg.collect_schema_warnings();
         Ok(reg)
-    }
-
-    /// Declares the tools that pass `filter` for `provider`. `Err` names requested tools that
-    /// do not exist.
-    pub fn declarations(
-        &self,
-        provider: Provider,
-        opts: &DeclareOptions,
-        filter: &ToolFilter,
-    ) -> Result<Declared, Vec<String>> {
-        let unknown: Vec<String> = filter
-            .tools
-            .iter()
-            .filter(|n| !self.by_name.contains_key(*n))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(unknown);
-        }
-        let decls: Vec<ToolDeclaration<'_>> = self
-            .order
-            .iter()
-            .filter(|t| filter.tools.is_empty() || filter.tools.contains(&t.name))
-            .filter(|t| filter.tags.is_empty() || t.tags.iter().any(|tag| filter.tags.contains(tag)))
-            .map(|t| ToolDeclaration {
-                name: &t.name,
-                description: &t.description,
-                parameters: &t.parameters,
-            })
-            .collect();
-        Ok(provider.declare(&decls, opts))
-    }
-
-    /// Runs every provider's declaration in every mode once, so `GET /v1/tools` can show what
-    /// each transform changed without recomputing it per request.
-    fn collect_schema_warnings(&self) -> HashMap<String, Vec<SchemaWarning>> {
-        let modes = [
-            ("default", DeclareOptions::default()),
-            (
-                "strict",
-                DeclareOptions {
-                    strict: true,
-                    gemini_openapi: false,
-                },
-            ),
-            (
-                "gemini_openapi",
-                DeclareOptions {
-                    strict: false,
-                    gemini_openapi: true,
-                },
-            ),
-        ];
-        let mut out: HashMap<String, Vec<SchemaWarning>> = HashMap::new();
-        for provider in Provider::ALL {
-            for (mode, opts) in &modes {
-                if *mode == "gemini_openapi" && provider != Provider::Gemini {
-                    continue;
-                }
-                let Ok(declared) = self.declarations(provider, opts, &ToolFilter::default()) else {
-                    continue;
-                };
-                for DeclareWarning {
-                    tool, dropped, message, ..
-                } in declared.warnings
-                {
-                    out.entry(tool).or_default().push(SchemaWarning {
-                        provider,
-                        mode,
-                        dropped,
-                        message,
-                    });
-                }
-            }
-        }
-        out
     }
 
     /// Looks a tool up by name.

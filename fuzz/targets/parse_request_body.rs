@@ -1,6 +1,6 @@
 //! Fuzz target `parse_request_body`: bytes as a request body, through the API's body parser
 //! (`api::extract::parse`) as a `serde_json::Value` and as an `ExecuteRequest`; an execute
-//! request that parses then goes through `execute::prepare` (provider resolution, parse, call
+//! request that parses then goes through `turn::prepare` (provider resolution, parse, call
 //! count and id checks).
 //!
 //! Invariants: no panic; `Value` parsing fails only as `InvalidJson`, `InvalidRequest` (blank)
@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 use toolwire::api::ApiError;
 use toolwire::api::extract::parse;
-use toolwire::execute::{ExecuteRequest, prepare};
+use toolwire::turn::{ExecuteRequest, prepare};
 
 /// The `limits.max_calls`-like bound passed to `prepare`.
 const MAX_CALLS: usize = 64;

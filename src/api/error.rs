@@ -124,9 +124,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<crate::execute::ExecuteError> for ApiError {
-    fn from(e: crate::execute::ExecuteError) -> Self {
-        use crate::execute::ExecuteError as E;
+impl From<crate::turn::ExecuteError> for ApiError {
+    fn from(e: crate::turn::ExecuteError) -> Self {
+        use crate::turn::ExecuteError as E;
         let message = e.to_string();
         match e {
             E::UnknownProvider(name) => ApiError::UnknownProvider(name),

@@ -61,7 +61,7 @@ pub struct Principal(pub Arc<str>);
 impl Principal {
     /// The principal of every request when auth is off.
     pub fn anonymous() -> Self {
-        Principal(Arc::from(crate::execute::ANONYMOUS))
+        Principal(Arc::from(crate::turn::ANONYMOUS))
     }
 }
 

@@ -10,10 +10,10 @@ use super::guard::Principal;
 use super::idempotency;
 use super::{ApiError, AppState};
 use crate::call::ToolResult;
-use crate::execute::{self, ExecuteError, ExecuteRequest};
+use crate::provider::catalog::{self, SchemaWarning, ToolFilter};
 use crate::provider::{DeclareOptions, Provider};
-use crate::registry::{Registry, ToolFilter};
 use crate::tool::Tool;
+use crate::turn::{self, ExecuteError, ExecuteRequest};
 
 /// `GET /healthz`: the process is alive.
 pub(super) async fn healthz() -> Json<Value> {
@@ -35,11 +35,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
 /// `GET /v1/tools`: every tool with its description, schema, backend kind and limits.
 pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
     let reg = state.registry.load();
+    let mut warnings = catalog::schema_warnings(&reg);
     let tools: Vec<Value> = reg
         .tools()
         .iter()
         .map(|t| {
-            let mut v = tool_json(t, &reg);
+            let mut v = tool_json(t, warnings.remove(&t.name).unwrap_or_default());
             let key = t.backend.breaker_key();
             let view = state
                 .executor
@@ -57,8 +58,7 @@ pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
 
 /// The public view of a tool. Backend URLs, headers, argv and env are left out: they may hold
 /// resolved secrets.
-fn tool_json(t: &Tool, reg: &Registry) -> Value {
-    let warnings = reg.schema_warnings.get(&t.name).cloned().unwrap_or_default();
+fn tool_json(t: &Tool, warnings: Vec<SchemaWarning>) -> Value {
     json!({
         "name": t.name,
         "description": t.description,
@@ -121,8 +121,7 @@ pub(super) async fn schemas(
         gemini_openapi,
     };
     let reg = state.registry.load();
-    let declared = reg
-        .declarations(provider, &opts, &filter)
+    let declared = catalog::declarations(&reg, provider, &opts, &filter)
         .map_err(|unknown| ApiError::Unprocessable(format!("unknown tools: {}", unknown.join(", "))))?;
     Ok(Json(Value::Array(declared.tools)))
 }
@@ -139,7 +138,7 @@ pub(super) async fn execute(
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse as _;
     let principal = principal.map_or_else(Principal::anonymous, |Extension(p)| p);
-    let (provider, parsed) = execute::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
+    let (provider, parsed) = turn::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
     // One snapshot for the whole request: a reload meanwhile does not change its tools.
     let registry = state.registry.load_full();
     if let Some(format) = super::stream::wanted(&headers) {
@@ -153,20 +152,20 @@ pub(super) async fn execute(
             principal.0.to_string(),
         ));
     }
-    let ctx = execute::Context {
+    let ctx = turn::Context {
         executor: &state.executor,
         registry: &registry,
         principal: &principal.0,
         cancel: &state.cancel,
     };
     let Some(key) = headers.get("idempotency-key") else {
-        let resp = execute::run(ctx, provider, parsed, &req).await;
+        let resp = turn::run(ctx, provider, parsed, &req).await;
         return Ok(Json(resp).into_response());
     };
     let key = key.to_str().unwrap_or_default();
     let wait_limit = state.config.limits.request_timeout.0;
     let answer = idempotency::once(&state.request_keys, &principal.0, key, &req, wait_limit, || {
-        execute::run(ctx, provider, parsed, &req)
+        turn::run(ctx, provider, parsed, &req)
     })
     .await?;
     Ok(match answer {
@@ -201,13 +200,13 @@ pub(super) async fn call_tool(
         return Err(ApiError::from(ExecuteError::BadState));
     }
     let principal = principal.map_or_else(Principal::anonymous, |Extension(p)| p);
-    let ctx = execute::Context {
+    let ctx = turn::Context {
         executor: &state.executor,
         registry: &registry,
         principal: &principal.0,
         cancel: &state.cancel,
     };
-    let result = execute::call_tool(ctx, &name, body.arguments.as_ref(), &body.state).await;
+    let result = turn::call_tool(ctx, &name, body.arguments.as_ref(), &body.state).await;
     Ok(Json(result))
 }
 

@@ -15,8 +15,8 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::ApiError;
-use crate::execute::{ExecuteRequest, ExecuteResponse};
 use crate::store::{Claim, ClaimGuard, SharedStore, Waited, Weigh};
+use crate::turn::{ExecuteRequest, ExecuteResponse};
 
 /// Longest accepted key (Stripe's limit).
 pub const MAX_KEY_LEN: usize = 255;

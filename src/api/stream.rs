@@ -17,10 +17,10 @@ use futures_util::stream::{self, StreamExt as _};
 use serde_json::{Value, json};
 
 use super::AppState;
-use crate::execute::{self, ExecuteRequest};
 use crate::executor::ExecEvent;
 use crate::provider::{Parsed, Provider};
 use crate::registry::Registry;
+use crate::turn::{self, ExecuteRequest};
 
 /// The streaming formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,13 +70,13 @@ pub fn respond(
         }
     });
     tokio::spawn(async move {
-        let ctx = execute::Context {
+        let ctx = turn::Context {
             executor: &state.executor,
             registry: &registry,
             principal: &principal,
             cancel: &cancel,
         };
-        let resp = execute::run_with_events(ctx, provider, parsed, &req, Some(&events_tx)).await;
+        let resp = turn::run_with_events(ctx, provider, parsed, &req, Some(&events_tx)).await;
         // Closing the event channel ends the forwarder once every event has been passed on, so
         // the `response` frame is always last.
         drop(events_tx);

@@ -16,7 +16,37 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::call::{ErrorKind, ToolError, ToolFile};
-use crate::tool::Policy;
+use crate::tool::{BackendSpec, Policy};
+
+/// Every backend kind behind one entry point: the executor hands over a tool's [`BackendSpec`]
+/// and one attempt, and never matches on kinds itself (a new kind is added here only).
+pub struct Backends {
+    http: http::HttpBackend,
+}
+
+impl Backends {
+    /// The backends with the server's shared HTTP client.
+    pub fn new(http: http::HttpBackend) -> Self {
+        Backends { http }
+    }
+
+    /// Runs one attempt against the tool's backend.
+    pub async fn call(&self, spec: &BackendSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
+        match spec {
+            BackendSpec::Http(spec) => self.http.call(spec, attempt).await,
+            BackendSpec::Exec(spec) => subprocess::call(spec, attempt).await,
+        }
+    }
+
+    /// Extra time an attempt of `spec` may take past its timeout to stop cleanly: a process
+    /// group gets TERM, `kill_grace`, then KILL; an HTTP request is dropped at once.
+    pub fn stop_grace(spec: &BackendSpec, policy: &Policy) -> Duration {
+        match spec {
+            BackendSpec::Exec(_) => policy.kill_grace + Duration::from_secs(2),
+            BackendSpec::Http(_) => Duration::ZERO,
+        }
+    }
+}
 
 /// Everything one attempt needs.
 #[derive(Debug, Clone, Copy)]

@@ -14,45 +14,41 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::backend::Backends;
 use crate::backend::egress::EgressPolicy;
 use crate::backend::http::HttpBackend;
-use crate::backend::{Attempt, BackendError, subprocess};
+use crate::backend::{Attempt, BackendError};
 use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 use crate::config::ServerConfig;
 use crate::registry::Registry;
 use crate::store::{Claim, ClaimGuard, Waited};
-use crate::tool::{BackendSpec, Tool};
+use crate::tool::Tool;
 use replay::Stored as Ran;
 use retry::{Jitter, RandomJitter, RetryBudget};
 
 /// Most tool names listed in an `unknown_tool` message.
 const MAX_LISTED_TOOLS: usize = 20;
 
-/// Per-request options (`options` of `POST /v1/execute`). All optional.
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecOptions {
-    /// Run calls concurrently (default true); false runs them one by one, in order.
-    pub parallel: Option<bool>,
+/// How one batch runs: the executor's view of a request's options (the wire shape lives with
+/// the request, in `turn`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions<'a> {
+    /// Run calls one by one, in order, instead of concurrently.
+    pub sequential: bool,
     /// Lower the per-request parallelism (never above the server's).
     pub max_concurrency: Option<usize>,
-    /// Deadline of the whole request; never above the server's `request_timeout`.
-    pub deadline_ms: Option<u64>,
-    /// Only these tools may run in this request; other calls get `unknown_tool`.
-    pub tools: Option<Vec<String>>,
-    /// List each returned file's bytes (`results[].files[].data`, base64); default false: only
-    /// name, type and size. Provider messages always carry the files either way.
-    pub include_file_data: Option<bool>,
-    /// OpenAI Chat only (tool messages are text there): also append one `user` message after
-    /// the tool messages that carries the returned images (default false).
-    pub files_as_user_message: Option<bool>,
+    /// Deadline of the whole batch; never above the server's `request_timeout`.
+    pub deadline: Option<Duration>,
+    /// Only these tools may run; other calls get `unknown_tool`.
+    pub allowed_tools: Option<&'a [String]>,
+    /// Keep returned files' bytes in the results (`results[].files[].data`).
+    pub include_file_data: bool,
 }
 
 /// Server-wide limits the executor applies.
@@ -65,7 +61,7 @@ pub struct ExecLimits {
 
 /// Runs tool calls. One per server; cheap to share behind an `Arc`.
 pub struct Executor {
-    http: HttpBackend,
+    backends: Backends,
     /// Tool calls in flight across all requests.
     global: Arc<Semaphore>,
     limits: ExecLimits,
@@ -89,7 +85,7 @@ pub struct Batch<'a> {
     /// Who sent the request: a digest of the matched auth token, or `anonymous`. Part of every
     /// replay key, so one client never receives another's stored results.
     pub principal: &'a str,
-    pub options: &'a ExecOptions,
+    pub options: RunOptions<'a>,
     /// Prefix of every call's `Idempotency-Key`.
     pub request_id: &'a str,
     /// Cancelled on server shutdown (and when a streaming client goes away): unfinished calls
@@ -98,6 +94,22 @@ pub struct Batch<'a> {
     /// Where progress events go, for streaming responses. At most `calls × (max_attempts + 2)`
     /// events per request, so the channel is bounded by the request itself.
     pub events: Option<&'a EventSink>,
+}
+
+/// One call on its way through the executor's steps (check → replay → admit → retry), carried
+/// as one value instead of a long argument list.
+#[derive(Clone, Copy)]
+struct CallCtx<'a> {
+    /// The request's registry snapshot.
+    registry: &'a Registry,
+    batch: &'a Batch<'a>,
+    call: &'a ToolCall,
+    /// The call's position in the batch (and in `results`).
+    index: usize,
+    /// The request's deadline; a call's own deadline is at most this.
+    deadline: Instant,
+    /// The request's parallelism slots.
+    request_slots: &'a Arc<Semaphore>,
 }
 
 /// Receives [`ExecEvent`]s as they happen.
@@ -139,7 +151,10 @@ impl Executor {
     /// An executor with the server's limits and the shared HTTP client.
     pub fn new(config: &ServerConfig) -> Result<Self, ExecutorError> {
         Ok(Executor {
-            http: HttpBackend::with_egress(&config.http_client, EgressPolicy::from_config(&config.egress))?,
+            backends: Backends::new(HttpBackend::with_egress(
+                &config.http_client,
+                EgressPolicy::from_config(&config.egress),
+            )?),
             global: Arc::new(Semaphore::new(config.limits.global_in_flight)),
             limits: ExecLimits {
                 request_parallelism: config.limits.request_parallelism,
@@ -185,11 +200,10 @@ impl Executor {
     pub async fn execute(&self, registry: &Registry, batch: &Batch<'_>) -> Vec<ToolResult> {
         let request_budget = batch
             .options
-            .deadline_ms
-            .map(Duration::from_millis)
+            .deadline
             .map_or(self.limits.request_timeout, |d| d.min(self.limits.request_timeout));
         let deadline = Instant::now() + request_budget;
-        let parallel = batch.options.parallel.unwrap_or(true);
+        let parallel = !batch.options.sequential;
         let width = if parallel {
             batch
                 .options
@@ -203,18 +217,30 @@ impl Executor {
         };
         let request_slots = Arc::new(Semaphore::new(width));
         if parallel {
-            let futs = batch
-                .calls
-                .iter()
-                .enumerate()
-                .map(|(i, call)| self.run_call(registry, batch, call, i, deadline, Arc::clone(&request_slots)));
+            let futs = batch.calls.iter().enumerate().map(|(index, call)| {
+                self.run_call(CallCtx {
+                    registry,
+                    batch,
+                    call,
+                    index,
+                    deadline,
+                    request_slots: &request_slots,
+                })
+            });
             futures_util::future::join_all(futs).await
         } else {
             let mut out = Vec::with_capacity(batch.calls.len());
-            for (i, call) in batch.calls.iter().enumerate() {
+            for (index, call) in batch.calls.iter().enumerate() {
                 out.push(
-                    self.run_call(registry, batch, call, i, deadline, Arc::clone(&request_slots))
-                        .await,
+                    self.run_call(CallCtx {
+                        registry,
+                        batch,
+                        call,
+                        index,
+                        deadline,
+                        request_slots: &request_slots,
+                    })
+                    .await,
                 );
             }
             out
@@ -222,15 +248,14 @@ impl Executor {
     }
 
     /// One call, start to finish, with a panic in it turned into an `internal` result.
-    async fn run_call(
-        &self,
-        registry: &Registry,
-        batch: &Batch<'_>,
-        call: &ToolCall,
-        index: usize,
-        deadline: Instant,
-        request_slots: Arc<Semaphore>,
-    ) -> ToolResult {
+    async fn run_call(&self, cx: CallCtx<'_>) -> ToolResult {
+        let CallCtx {
+            registry,
+            batch,
+            call,
+            index,
+            ..
+        } = cx;
         let started = Instant::now();
         let _in_flight = InFlight::enter();
         batch.emit(ExecEvent::CallStarted {
@@ -240,8 +265,7 @@ impl Executor {
         });
         let span =
             tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
-        let work =
-            AssertUnwindSafe(self.run_checked(registry, batch, call, index, deadline, request_slots)).catch_unwind();
+        let work = AssertUnwindSafe(self.run_checked(&cx)).catch_unwind();
         let (ran, replayed) = async {
             tokio::select! {
                 r = work => match r {
@@ -274,7 +298,7 @@ impl Executor {
             arguments: call.arguments.to_value(),
             outcome,
             files,
-            include_file_data: batch.options.include_file_data.unwrap_or(false),
+            include_file_data: batch.options.include_file_data,
             truncated,
             attempts,
             duration_ms,
@@ -297,16 +321,15 @@ impl Executor {
 
     /// Checks the call, answers repeats from the replay store, and runs the rest.
     /// Returns what the call produced and whether it was replayed.
-    async fn run_checked(
-        &self,
-        registry: &Registry,
-        batch: &Batch<'_>,
-        call: &ToolCall,
-        index: usize,
-        request_deadline: Instant,
-        request_slots: Arc<Semaphore>,
-    ) -> (Ran, bool) {
-        let tool = match self.lookup(registry, batch.options, &call.name) {
+    async fn run_checked(&self, cx: &CallCtx<'_>) -> (Ran, bool) {
+        let CallCtx {
+            registry,
+            batch,
+            call,
+            deadline: request_deadline,
+            ..
+        } = *cx;
+        let tool = match self.lookup(registry, batch.options.allowed_tools, &call.name) {
             Ok(t) => t,
             Err(e) => return (Ran::err(e), false),
         };
@@ -357,18 +380,7 @@ impl Executor {
                 }
             }
         }
-        let ran = self
-            .run_tool(
-                registry,
-                batch,
-                call,
-                index,
-                request_deadline,
-                request_slots,
-                tool,
-                args,
-            )
-            .await;
+        let ran = self.run_tool(cx, tool, args).await;
         if let Some(g) = guard {
             // Failures the agent may retry (timeouts, unreachable or failing backends,
             // rejections) are not stored: a re-sent request should try those again.
@@ -381,20 +393,17 @@ impl Executor {
     }
 
     /// Admission, the retry loop against the backend, and the output bound.
-    #[allow(clippy::too_many_arguments, reason = "one private step of run_checked")]
-    async fn run_tool(
-        &self,
-        registry: &Registry,
-        batch: &Batch<'_>,
-        call: &ToolCall,
-        index: usize,
-        request_deadline: Instant,
-        request_slots: Arc<Semaphore>,
-        tool: &Tool,
-        args: Map<String, Value>,
-    ) -> Ran {
+    async fn run_tool(&self, cx: &CallCtx<'_>, tool: &Tool, args: Map<String, Value>) -> Ran {
+        let CallCtx {
+            registry,
+            batch,
+            call,
+            index,
+            deadline: request_deadline,
+            request_slots,
+        } = *cx;
         let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
-        let _permits = match self.admit(tool, request_slots, deadline).await {
+        let _permits = match self.admit(tool, Arc::clone(request_slots), deadline).await {
             Ok(p) => p,
             Err(e) => return Ran::err(e),
         };
@@ -420,10 +429,7 @@ impl Executor {
             timeout: tool.policy.timeout,
             idempotent: tool.policy.idempotent,
             deadline,
-            stop_grace: match tool.backend {
-                BackendSpec::Exec(_) => tool.policy.kill_grace + Duration::from_secs(2),
-                BackendSpec::Http(_) => Duration::ZERO,
-            },
+            stop_grace: Backends::stop_grace(&tool.backend, &tool.policy),
             on_retry: batch.events.is_some().then_some(&on_retry as retry::OnRetry<'_>),
         };
         let args = &args;
@@ -444,10 +450,7 @@ impl Executor {
                 .breakers
                 .admit(backend_key)
                 .map_err(|retry_after| BackendError::Unavailable { retry_after })?;
-            let result = match &tool.backend {
-                BackendSpec::Http(spec) => self.http.call(spec, &attempt).await,
-                BackendSpec::Exec(spec) => subprocess::call(spec, &attempt).await,
-            };
+            let result = self.backends.call(&tool.backend, &attempt).await;
             admission.record(result.as_ref().map(|_| ()));
             result
         })
@@ -469,8 +472,13 @@ impl Executor {
         }
     }
 
-    fn lookup<'r>(&self, registry: &'r Registry, options: &ExecOptions, name: &str) -> Result<&'r Tool, ToolError> {
-        let allowed = |n: &str| options.tools.as_ref().is_none_or(|list| list.iter().any(|t| t == n));
+    fn lookup<'r>(
+        &self,
+        registry: &'r Registry,
+        allowed: Option<&[String]>,
+        name: &str,
+    ) -> Result<&'r Tool, ToolError> {
+        let allowed = |n: &str| allowed.is_none_or(|list| list.iter().any(|t| t == n));
         if let Some(tool) = registry.get(name).filter(|_| allowed(name)) {
             return Ok(tool);
         }

@@ -11,6 +11,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod catalog;
 pub mod cohere;
 pub mod detect;
 pub mod gemini;
@@ -24,7 +25,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::call::{ToolCall, ToolResult};
-use crate::executor::ExecOptions;
 
 /// The wire formats toolwire reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -184,14 +184,6 @@ pub struct FormatOptions {
     /// OpenAI Chat only: after the tool messages, add one `user` message carrying the returned
     /// images (tool messages can only hold text there).
     pub files_as_user_message: bool,
-}
-
-impl From<&ExecOptions> for FormatOptions {
-    fn from(options: &ExecOptions) -> Self {
-        FormatOptions {
-            files_as_user_message: options.files_as_user_message.unwrap_or(false),
-        }
-    }
 }
 
 /// Options of `GET /v1/schemas`.

@@ -1,4 +1,4 @@
-//! The execute use case, shared by `POST /v1/execute`, `POST /v1/tools/{name}/call` and the
+//! One agent turn — the use case behind `POST /v1/execute`, `POST /v1/tools/{name}/call` and the
 //! `toolwire execute` / `toolwire call` commands, so the server and the CLI print the same JSON.
 //!
 //! completion → provider (named or detected) → parse → request checks → executor → format.
@@ -8,8 +8,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Arguments, ToolCall, ToolResult};
-use crate::executor::{Batch, EventSink, ExecOptions, Executor};
-use crate::provider::{ParseError, Parsed, Provider, detect};
+use crate::executor::{Batch, EventSink, Executor, RunOptions};
+use crate::provider::{FormatOptions, ParseError, Parsed, Provider, detect};
 use crate::registry::Registry;
 
 /// Body of `POST /v1/execute`.
@@ -25,6 +25,46 @@ pub struct ExecuteRequest {
     pub state: Value,
     #[serde(default)]
     pub options: ExecOptions,
+}
+
+/// Per-request options (`options` of `POST /v1/execute`). All optional.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecOptions {
+    /// Run calls concurrently (default true); false runs them one by one, in order.
+    pub parallel: Option<bool>,
+    /// Lower the per-request parallelism (never above the server's).
+    pub max_concurrency: Option<usize>,
+    /// Deadline of the whole request; never above the server's `request_timeout`.
+    pub deadline_ms: Option<u64>,
+    /// Only these tools may run in this request; other calls get `unknown_tool`.
+    pub tools: Option<Vec<String>>,
+    /// List each returned file's bytes (`results[].files[].data`, base64); default false: only
+    /// name, type and size. Provider messages always carry the files either way.
+    pub include_file_data: Option<bool>,
+    /// OpenAI Chat only (tool messages are text there): also append one `user` message after
+    /// the tool messages that carries the returned images (default false).
+    pub files_as_user_message: Option<bool>,
+}
+
+impl ExecOptions {
+    /// The executor's view of these options.
+    pub fn run_options(&self) -> RunOptions<'_> {
+        RunOptions {
+            sequential: self.parallel == Some(false),
+            max_concurrency: self.max_concurrency,
+            deadline: self.deadline_ms.map(std::time::Duration::from_millis),
+            allowed_tools: self.tools.as_deref(),
+            include_file_data: self.include_file_data.unwrap_or(false),
+        }
+    }
+
+    /// How these options change the provider messages.
+    pub fn format_options(&self) -> FormatOptions {
+        FormatOptions {
+            files_as_user_message: self.files_as_user_message.unwrap_or(false),
+        }
+    }
 }
 
 /// Body of a `200` answer of `POST /v1/execute`.
@@ -135,13 +175,13 @@ pub async fn run_with_events(
         calls: &parsed.calls,
         state: &req.state,
         principal: ctx.principal,
-        options: &req.options,
+        options: req.options.run_options(),
         request_id: &request_id,
         cancel: ctx.cancel,
         events,
     };
     let results = ctx.executor.execute(ctx.registry, &batch).await;
-    let messages = provider.format(&parsed, &results, &(&req.options).into());
+    let messages = provider.format(&parsed, &results, &req.options.format_options());
     ExecuteResponse {
         provider,
         finished: parsed.finished,
@@ -160,12 +200,11 @@ pub async fn call_tool(ctx: Context<'_>, name: &str, arguments: Option<&Value>, 
         arguments: Arguments::from_value(arguments),
     }];
     let request_id = new_request_id();
-    let options = ExecOptions::default();
     let batch = Batch {
         calls: &calls,
         state,
         principal: ctx.principal,
-        options: &options,
+        options: RunOptions::default(),
         request_id: &request_id,
         cancel: ctx.cancel,
         events: None,
