@@ -91,7 +91,7 @@ impl Arguments {
     }
 }
 
-/// Stable error kinds (DESIGN §4). The strings are part of the API.
+/// Stable error kinds (`docs/execution.md#error-kinds`). The strings are part of the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -393,7 +393,7 @@ pub fn extension_for(mime_type: &str) -> &'static str {
     }
 }
 
-/// Exactly one per call, in call order (DESIGN §4).
+/// Exactly one per call, in call order (`docs/execution.md#one-result-per-call`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     pub id: Option<String>,

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The subprocess backend against real child processes (`faultproc`): argv without a shell, a
 //! cleared environment, stdin, exit codes and signals, capped output, timeouts, and no process
-//! left behind (DESIGN §4 "Subprocess hygiene"; reliability.md F7–F13, F17, F20, B10, B14).
+//! left behind (`docs/execution.md#subprocess-backends`; `docs/reliability.md` F7–F13, F17, F20,
+//! B10, B14).
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! `faultproc` fixture: exit codes, signals, spawn failures, broken output, timeouts and
 //! deadlines within budget, no process or zombie left behind (after timeouts and after the
 //! client goes away), argv without a shell, a cleared environment, secrets and state, and
-//! parallelism (DESIGN §4 "Subprocess hygiene"; reliability.md §2).
+//! parallelism (`docs/execution.md#subprocess-backends`; `docs/reliability.md#faults`).
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! `POST /v1/tools/{name}/call`) against the scripted loopback HTTP backend: every error kind an
 //! HTTP tool can end with, retries only where allowed (with one `Idempotency-Key` per call),
 //! deadlines, parallelism, concurrency rejection, secrets and state, and the request errors of
-//! `/v1/execute` (DESIGN §2, §4; reliability.md §2).
+//! `/v1/execute` (`docs/api.md`, `docs/execution.md`; `docs/reliability.md`).
 
 mod common;
 

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The reliability checklist (`reference/reliability.md` §2) as tests: one test per row of
+//! The reliability checklist (`docs/reliability.md`) as tests: one test per row of
 //! faults F1–F21 and bad inputs B1–B15, named after the row, plus auth and the circuit breaker.
 //!
 //! Every test runs the real server on 127.0.0.1:0 (in-process, or the real binary where a

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Hot reload under load (reliability.md F14, §4.3 "Hot reload under load"): the file watcher
+//! Hot reload under load (`docs/reliability.md#hot-reload-under-load`, row F14): the file watcher
 //! with a tiny debounce while clients keep calling; valid changes written the way editors do
 //! (write a temp file, rename it over the old one) become active; invalid sets (syntax error,
 //! duplicate name across files, a schema that does not compile) are rejected and the last good

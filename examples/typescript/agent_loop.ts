@@ -24,7 +24,7 @@
 type Json = any; // provider bodies are pass-through JSON: keep them untyped and untouched
 type Provider = "openai_chat" | "anthropic" | "gemini";
 
-/** One result per tool call, in call order (see DESIGN.md §2). */
+/** One result per tool call, in call order (see docs/api.md#post-v1execute). */
 interface ToolResult {
   id: string | null;
   name: string;

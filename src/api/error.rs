@@ -1,4 +1,5 @@
-//! Request errors in the one DESIGN shape: `{"error": {"code", "message", "details"}}`.
+//! Request errors in the one shape of `docs/api.md#errors`:
+//! `{"error": {"code", "message", "details"}}`.
 //!
 //! A *tool* failure is never an `ApiError`: once a completion is understood the answer is 200
 //! and each failed call is an error result. `ApiError` is for requests that cannot be served.

@@ -1,4 +1,4 @@
-//! The HTTP API (DESIGN §2): router, handlers and the request-error shape.
+//! The HTTP API (`docs/api.md`): router, handlers and the request-error shape.
 
 pub mod error;
 pub mod extract;

@@ -45,7 +45,7 @@ pub const USER_AGENT_VALUE: &str = concat!("toolwire/", env!("CARGO_PKG_VERSION"
 
 /// `Retry-After` values longer than this are treated as garbage (absent). Shorter values are
 /// kept even when no deadline can honour them: the executor then stops retrying and hands the
-/// wait to the agent as `retry_after_ms` (reliability §3).
+/// wait to the agent as `retry_after_ms` (`docs/execution.md#retries`).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How much of a non-2xx response body is kept for the error message.
@@ -66,7 +66,7 @@ impl HttpBackend {
     /// - **connect timeout** from config: a blackholed host fails fast, as `sent: false`, even
     ///   when the attempt's own timeout is longer.
     /// - **no redirects**: every hop would be a new, unchecked destination (SSRF, see
-    ///   reliability §1.8); a 3xx comes back as a `Status` error instead.
+    ///   `docs/execution.md#http-backends`); a 3xx comes back as a `Status` error instead.
     /// - **no proxy from the environment**: an inherited `HTTP_PROXY` would silently route
     ///   tool traffic (and its secrets) through a host the tool definitions never named.
     /// - **idle pool** sized from config, large enough for the global in-flight cap, so a

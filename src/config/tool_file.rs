@@ -21,7 +21,7 @@ pub struct ToolFile {
 /// Keys of [`ToolFile`].
 pub const FILE_KEYS: &[&str] = &["tools"];
 
-/// One tool as written in a file (DESIGN §3).
+/// One tool as written in a file (`docs/tool-files.md`).
 #[derive(Debug, Default, Deserialize)]
 pub struct ToolConfig {
     pub name: Option<String>,

@@ -1,5 +1,6 @@
-//! Bounding what goes back to the model (DESIGN §5): JSON stays JSON when it fits; anything over
-//! `max_output_bytes` is cut, marked in the content, and flagged `truncated: true`.
+//! Bounding what goes back to the model (`docs/execution.md#outputs`): JSON stays JSON when it
+//! fits; anything over `max_output_bytes` is cut, marked in the content, and flagged
+//! `truncated: true`.
 
 use serde_json::Value;
 

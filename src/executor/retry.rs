@@ -1,5 +1,6 @@
-//! Retries (DESIGN §4): full-jitter exponential backoff, attempts capped, `Retry-After`
-//! honoured when it fits the deadline, and no attempt or sleep that runs past the deadline.
+//! Retries (`docs/execution.md#retries`): full-jitter exponential backoff, attempts capped,
+//! `Retry-After` honoured when it fits the deadline, and no attempt or sleep that runs past the
+//! deadline.
 //!
 //! The loop is generic over the attempt function so it can be tested with paused time and a
 //! scripted backend. Attempt timeout inside the loop; call deadline outside it.

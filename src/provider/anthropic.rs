@@ -1,4 +1,4 @@
-//! Anthropic Messages API (`POST /v1/messages`, reference `provider-formats.md` §4).
+//! Anthropic Messages API (`POST /v1/messages`, see `docs/providers.md#anthropic`).
 //!
 //! - **parse**: the response's `content[]` holds typed blocks. Only `type:"tool_use"` blocks
 //!   are client calls (`id`, `name`, `input` object) — also when they carry a `caller`

@@ -1,5 +1,5 @@
-//! Amazon Bedrock Converse (`POST /model/{modelId}/converse`, reference
-//! `provider-formats.md` §6).
+//! Amazon Bedrock Converse (`POST /model/{modelId}/converse`, see
+//! `docs/providers.md#bedrock`).
 //!
 //! - **parse**: the turn is `output.message`; its `content[]` is a union of single-key blocks.
 //!   Blocks with a `toolUse` key are client calls (`toolUseId`, `name`, `input` object) unless
@@ -207,8 +207,8 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 /// The description is left out when empty (Bedrock requires it non-empty when present). A name
 /// failing [`schema::check_name`] drops the tool. With `opts.strict` the schema goes through
 /// [`schema::anthropic_strict`] (Bedrock's structured-output grammar follows the Anthropic
-/// subset, §6.3) and `strict: true` is set; if it cannot be expressed the tool is declared
-/// without `strict`, with a warning.
+/// subset, `docs/providers.md#bedrock`) and `strict: true` is set; if it cannot be expressed the
+/// tool is declared without `strict`, with a warning.
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     openai_chat::declare_each(Provider::Bedrock, tools, warnings, |tool, warnings| {
         let (input_schema, strict) = openai_chat::strict_parameters_with(

@@ -1,4 +1,4 @@
-//! Cohere Chat v2 (`POST /v2/chat`), reference `provider-formats.md` §8.
+//! Cohere Chat v2 (`POST /v2/chat`), see `docs/providers.md#cohere`.
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` in the OpenAI-chat entry shape (`function.arguments` is a

@@ -1,5 +1,5 @@
-//! Which wire format a raw completion body is in, from its shape alone (reference
-//! `provider-formats.md` §0). No field values beyond these marks are trusted.
+//! Which wire format a raw completion body is in, from its shape alone (see
+//! `docs/providers.md#detection`). No field values beyond these marks are trusted.
 //!
 //! Rules, tried in this order (the first that holds wins):
 //!

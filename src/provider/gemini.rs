@@ -1,4 +1,4 @@
-//! Google Gemini `generateContent` (reference `provider-formats.md` §5): the REST body in
+//! Google Gemini `generateContent` (see `docs/providers.md#gemini`): the REST body in
 //! camelCase, and python-genai `model_dump(mode="json")` dumps in snake_case
 //! (`function_call`, `thought_signature`, `finish_reason`, `prompt_feedback`).
 //!

@@ -1,4 +1,4 @@
-//! Mistral chat completions (`POST /v1/chat/completions`), reference `provider-formats.md` §7.
+//! Mistral chat completions (`POST /v1/chat/completions`), see `docs/providers.md#mistral`.
 //!
 //! The wire shape is OpenAI Chat's, so parsing reuses `openai_chat`'s helpers. Differences,
 //! and why:
@@ -9,7 +9,8 @@
 //! - No legacy `function_call`.
 //! - The result message names the function: `{"role":"tool","name","content","tool_call_id"}`.
 //! - Declarations use the Chat shape; `strict` is sent only when asked for, and the schema is
-//!   passed as is (§10: no strict-dialect transform is documented for Mistral).
+//!   passed as is (`docs/providers.md#mistral`: no strict-dialect transform is documented for
+//!   Mistral).
 //! - `finished` is "no client call"; `assistant` is `choices[0].message`, verbatim.
 //! - Files: the tool message is sent as text, so each returned file is only described by a
 //!   line `[file: name, type, N bytes]` after the text; the bytes do not reach the model.

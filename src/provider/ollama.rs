@@ -1,4 +1,4 @@
-//! Ollama native chat (`POST /api/chat`, `stream:false`), reference `provider-formats.md` §9.
+//! Ollama native chat (`POST /api/chat`, `stream:false`), see `docs/providers.md#ollama`.
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` (`{id?, function: {index?, name, arguments: object}}`),

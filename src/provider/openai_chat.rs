@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions (`POST /v1/chat/completions`), reference `provider-formats.md` §2.
+//! OpenAI Chat Completions (`POST /v1/chat/completions`), see `docs/providers.md#openai_chat`.
 //!
 //! Key rules, and why:
 //! - Calls are read from `choices[0].message` only (the choice whose `index` is 0, else the
@@ -272,7 +272,7 @@ fn files_user_message(results: &[ToolResult]) -> Value {
 pub(crate) enum StrictKey {
     /// Always send `strict` (OpenAI); with `opts.strict`, transform with `openai_strict`.
     Always,
-    /// Send `strict: true` only when asked, schema as is (Mistral, §10).
+    /// Send `strict: true` only when asked, schema as is (Mistral, `docs/providers.md#mistral`).
     WhenAsked,
     /// Never send `strict`; warn once per tool when it was asked (Cohere, Ollama).
     Never {

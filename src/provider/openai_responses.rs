@@ -1,4 +1,4 @@
-//! OpenAI Responses (`POST /v1/responses`), reference `provider-formats.md` §3.
+//! OpenAI Responses (`POST /v1/responses`), see `docs/providers.md#openai_responses`.
 //!
 //! Key rules, and why:
 //! - `output[]` is a list of typed items. Client calls are the `function_call` items (and

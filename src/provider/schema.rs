@@ -1,5 +1,5 @@
 //! JSON-Schema transforms shared by the `declare` step of several providers
-//! (reference `provider-formats.md` §2.3, §2.4, §4.3, §5.3, §10).
+//! (see `docs/providers.md#schema-dialects`).
 //!
 //! Every function is pure: it takes the canonical model-visible schema (object root) and returns
 //! the transformed copy plus one note per change, or `Err(reason)` when the schema cannot be
@@ -10,10 +10,10 @@
 //!
 //! # Dialects
 //!
-//! **OpenAI strict** ([`openai_strict`], Chat and Responses, §2.4). The API rejects a strict
-//! schema that does not conform, so the transform mirrors the SDK's strictifier
-//! (`_ensure_strict_json_schema`) and then goes further, to what the published "supported
-//! schemas" list allows:
+//! **OpenAI strict** ([`openai_strict`], Chat and Responses, `docs/providers.md#openai-strict`).
+//! The API rejects a strict schema that does not conform, so the transform mirrors the SDK's
+//! strictifier (`_ensure_strict_json_schema`) and then goes further, to what the published
+//! "supported schemas" list allows:
 //! - every object gets `additionalProperties: false` and `required` = all its property keys;
 //!   formerly optional properties are made nullable (`type` gains `"null"`, `enum` gains `null`,
 //!   an `anyOf` gains a `{"type":"null"}` branch, anything else such as a bare `$ref` or a
@@ -38,22 +38,22 @@
 //!   for `$defs`, from each definition), 5000 properties, 1000 enum values, 120 000 characters
 //!   of property names, definition names and string enum/const values.
 //!
-//! **Anthropic strict** ([`anthropic_strict`], §4.3). Follows the SDK's `transform_schema`:
-//! types, `enum`, `const`, `anyOf` (`oneOf` rewritten to it), `allOf`, `$defs`/`$ref`,
-//! `description`, `title` are kept, objects are always closed, string `format` is kept only in
-//! the supported list and array `minItems` only when 0 or 1; every other keyword is removed and
-//! appended to `description` as text (`"(minimum: 1; maximum: 10)"`) so the model may still
-//! follow it. Differences from the SDK: `$schema`/`$id`/`$comment` are dropped rather than
+//! **Anthropic strict** ([`anthropic_strict`], `docs/providers.md#anthropic-strict`). Follows the
+//! SDK's `transform_schema`: types, `enum`, `const`, `anyOf` (`oneOf` rewritten to it), `allOf`,
+//! `$defs`/`$ref`, `description`, `title` are kept, objects are always closed, string `format` is
+//! kept only in the supported list and array `minItems` only when 0 or 1; every other keyword is
+//! removed and appended to `description` as text (`"(minimum: 1; maximum: 10)"`) so the model may
+//! still follow it. Differences from the SDK: `$schema`/`$id`/`$comment` are dropped rather than
 //! written into the description; a `$ref` with siblings becomes `allOf: [{"$ref"}]` plus the
-//! siblings (the SDK silently drops them, losing the description); type arrays are kept and
-//! each member type gets its type-specific handling. Recursion anywhere in the schema is an
-//! `Err` (documented as unsupported).
+//! siblings (the SDK silently drops them, losing the description); type arrays are kept and each
+//! member type gets its type-specific handling. Recursion anywhere in the schema is an `Err`
+//! (documented as unsupported).
 //!
-//! **Gemini OpenAPI subset** ([`gemini_openapi`], the `parameters` form, §5.3). `parameters`
-//! is a fixed OpenAPI-3.0 subset, so the output keeps only its documented fields (`type format
-//! title description nullable enum items minItems maxItems properties required propertyOrdering
-//! minProperties maxProperties minLength maxLength pattern minimum maximum anyOf default
-//! example`):
+//! **Gemini OpenAPI subset** ([`gemini_openapi`], the `parameters` form,
+//! `docs/providers.md#gemini-openapi-subset`). `parameters` is a fixed OpenAPI-3.0 subset, so the
+//! output keeps only its documented fields (`type format title description nullable enum items
+//! minItems maxItems properties required propertyOrdering minProperties maxProperties minLength
+//! maxLength pattern minimum maximum anyOf default example`):
 //! - types are upper-cased; `"null"` in a type array or an `anyOf` null branch becomes
 //!   `nullable: true` (python-genai `handle_null_fields`); several non-null types become an
 //!   `anyOf` of single types;
@@ -193,8 +193,8 @@ pub fn openai_strict(schema: &Value) -> Result<(Value, Vec<String>), String> {
     Ok((out, strict.walk.notes))
 }
 
-/// Anthropic strict mode (§4.3): keep the supported subset, objects closed, other constraints
-/// moved into `description` text.
+/// Anthropic strict mode (`docs/providers.md#anthropic-strict`): keep the supported subset, objects
+/// closed, other constraints moved into `description` text.
 pub fn anthropic_strict(schema: &Value) -> Result<(Value, Vec<String>), String> {
     let mut walk = Walk::new(schema)?;
     check_object_root(schema)?;
@@ -205,9 +205,10 @@ pub fn anthropic_strict(schema: &Value) -> Result<(Value, Vec<String>), String> 
     Ok((out, walk.notes))
 }
 
-/// Gemini OpenAPI-subset `parameters` (§5.3): upper-case types, type arrays → `nullable`,
-/// `$defs` inlined, `additionalProperties`/`$schema` removed, `const` → `enum`, numeric enums
-/// stringified. `Err(reason)` when it cannot be expressed (e.g. recursion).
+/// Gemini OpenAPI-subset `parameters` (`docs/providers.md#gemini-openapi-subset`): upper-case
+/// types, type arrays → `nullable`, `$defs` inlined, `additionalProperties`/`$schema` removed,
+/// `const` → `enum`, numeric enums stringified. `Err(reason)` when it cannot be expressed (e.g.
+/// recursion).
 pub fn gemini_openapi(schema: &Value) -> Result<(Value, Vec<String>), String> {
     let mut walk = Walk::new(schema)?;
     check_object_root(schema)?;
@@ -223,7 +224,7 @@ pub fn gemini_openapi(schema: &Value) -> Result<(Value, Vec<String>), String> {
 
 /// Checks a tool name against a provider's name rule; `Err(reason)` if it does not fit.
 ///
-/// Every provider accepts `^[a-zA-Z0-9_-]{1,64}$` (§2.3, §4.3, §6.3, §10); Gemini also
+/// Every provider accepts `^[a-zA-Z0-9_-]{1,64}$` (`docs/providers.md#declarations`); Gemini also
 /// requires a letter or an underscore first (it would allow `.`, `:` and 128 characters, which
 /// the common rule already excludes).
 pub fn check_name(provider: Provider, name: &str) -> Result<(), String> {
@@ -1366,7 +1367,7 @@ mod tests {
 
     #[test]
     fn openai_conforming_schema_is_unchanged() {
-        // The §2.3 example is already strict.
+        // OpenAI's own strict declaration example is already strict.
         let schema = json!({
             "type": "object",
             "properties": {

@@ -1,4 +1,5 @@
-//! The after-checks of reliability.md §2 (I1–I5) and a per-test fixture that sets them up.
+//! The after-checks of `docs/reliability.md#invariants` (I1–I5) and a per-test fixture that sets
+//! them up.
 //!
 //! - **I1** [`results`]: exactly one result per call, ids preserved, in call order.
 //! - **I2** [`Fixture::finish`]: no process carrying this test's marker is left (every exec tool
