@@ -388,9 +388,6 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             kill_grace,
         },
         backend: backend?,
-        limiter: config
-            .concurrency
-            .map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize))),
         source: file.clone(),
     })
 }

@@ -30,8 +30,6 @@ pub struct Tool {
     pub state_paths: Vec<Vec<String>>,
     pub policy: Policy,
     pub backend: BackendSpec,
-    /// Per-tool concurrency cap (`concurrency = N`), shared by every request using this tool.
-    pub limiter: Option<std::sync::Arc<tokio::sync::Semaphore>>,
     /// The file that declared the tool.
     pub source: PathBuf,
 }

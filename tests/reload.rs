@@ -303,3 +303,53 @@ async fn configmap_symlink_swap_is_picked_up() {
     drop(mock);
     fx.finish().await;
 }
+
+#[tokio::test]
+async fn a_reload_keeps_per_tool_concurrency_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = |description: &str| {
+        json!({"name": "one_at_a_time", "description": description, "concurrency": 1,
+               "parameters": {"type": "object", "properties": {}},
+               "exec": {"command": ["sleep", "2"]}})
+    };
+    std::fs::write(dir.path().join("t.json"), tools_json(&[tool("Sleeps; one at a time.")])).unwrap();
+    let mut cfg = common::server::config_for(dir.path());
+    cfg.replay.enabled = false;
+    let served = Arc::new(Served::start(cfg).await);
+    let first = {
+        let s = Arc::clone(&served);
+        tokio::spawn(async move {
+            s.execute(&openai(&[("a", "one_at_a_time", json!({}))]), &Value::Null)
+                .await
+        })
+    };
+    // Wait until the first call holds the tool's only slot.
+    let mut spawned = false;
+    for _ in 0..100 {
+        if served.state.executor.in_flight(256) == 1 {
+            spawned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(spawned, "the first call never started");
+    rename_replace(
+        dir.path(),
+        "t.json",
+        &tools_json(&[tool("Sleeps; still one at a time.")]),
+    );
+    assert!(matches!(
+        toolwire::reload::reload_now(&served.state).await,
+        toolwire::reload::Reloaded::Swapped { .. }
+    ));
+    // The new set's tool still counts the call of the old set: no slot before the deadline.
+    let second = served
+        .execute(
+            &openai(&[("b", "one_at_a_time", json!({}))]),
+            &json!({"deadline_ms": 300}),
+        )
+        .await;
+    assert_eq!(kind(&results(&second.body, &["b"])[0]), "rejected", "{}", second.body);
+    let first = first.await.unwrap();
+    assert_eq!(kind(&results(&first.body, &["a"])[0]), "ok", "{}", first.body);
+}

@@ -4,6 +4,7 @@
 //! bad arguments, timeouts, rejection, cancellation, even a panic inside one call).
 
 pub mod breaker;
+pub mod limits;
 pub mod output;
 pub mod replay;
 pub mod retry;
@@ -67,6 +68,8 @@ pub struct Executor {
     limits: ExecLimits,
     jitter: Arc<dyn Jitter>,
     breakers: Arc<breaker::Breakers>,
+    /// Per-tool concurrency caps (`concurrency = N`), kept across reloads like the breakers.
+    tool_limits: limits::ToolLimits,
     /// Where results are kept for replay-safe execution (`None` when disabled).
     replay: Option<replay::ReplayStore>,
 }
@@ -163,6 +166,7 @@ impl Executor {
             },
             jitter: Arc::new(RandomJitter),
             breakers: breaker::Breakers::new(config.breaker.failures, config.breaker.open_for.0),
+            tool_limits: limits::ToolLimits::default(),
             replay: config.replay.enabled.then(|| {
                 Arc::new(crate::store::MemoryStore::<replay::Stored>::new(
                     config.replay.ttl.0,
@@ -514,8 +518,8 @@ impl Executor {
     ) -> Result<Vec<OwnedSemaphorePermit>, ToolError> {
         let mut permits = Vec::with_capacity(3);
         let mut sems = vec![("request", request_slots)];
-        if let Some(limit) = &tool.limiter {
-            sems.push(("tool", Arc::clone(limit)));
+        if let Some(limit) = tool.policy.concurrency {
+            sems.push(("tool", self.tool_limits.get(&tool.name, limit)));
         }
         sems.push(("server", Arc::clone(&self.global)));
         for (what, sem) in sems {
