@@ -1,7 +1,7 @@
 // A complete agent loop against toolwire — TypeScript, plain `fetch`, no dependencies.
 //
 //   node --experimental-strip-types examples/typescript/agent_loop.ts   (Node >= 22.6)
-//   node examples/typescript/agent_loop.mjs                             (Node >= 18: same program, plain JS)
+//   (Node >= 18: compile with `tsc --target es2022 --module es2022` first; see examples/README.md)
 //       [--provider openai_chat|anthropic|gemini] [--url http://127.0.0.1:8080] [--require-ok]
 //
 // What it does, once per model turn:
@@ -18,7 +18,6 @@
 // `buildModelRequest`) to your provider and returns the parsed JSON body, untouched. Nothing else
 // in the loop changes: toolwire reads the raw completion and answers in the provider's own format.
 //
-// agent_loop.mjs is this file with the type annotations removed; keep the two in step.
 // Exit code 0 on success; non-zero with a message on stderr on any failure.
 
 type Json = any; // provider bodies are pass-through JSON: keep them untyped and untouched
