@@ -108,6 +108,9 @@ pub enum ErrorKind {
     Rejected,
     BackendUnavailable,
     Blocked,
+    /// The TLS handshake with the backend failed (untrusted or wrong-name certificate, refused
+    /// client certificate). Never retryable.
+    TlsError,
     Internal,
 }
 
@@ -128,6 +131,7 @@ impl ErrorKind {
             ErrorKind::Rejected => "rejected",
             ErrorKind::BackendUnavailable => "backend_unavailable",
             ErrorKind::Blocked => "blocked",
+            ErrorKind::TlsError => "tls_error",
             ErrorKind::Internal => "internal",
         }
     }

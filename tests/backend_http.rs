@@ -21,6 +21,9 @@ fn backend() -> HttpBackend {
     HttpBackend::new(&HttpClientConfig {
         connect_timeout: HumanDuration(Duration::from_millis(300)),
         pool_max_idle_per_host: 8,
+        ca_file: None,
+        client_cert: None,
+        client_key: None,
     })
     .unwrap()
 }
@@ -52,6 +55,8 @@ fn spec(method: reqwest::Method, url: &str) -> HttpSpec {
         body: HttpBody::None,
         egress_allow: vec![],
         egress_deny: vec![],
+        tls: None,
+        allow_path_traversal: false,
     }
 }
 
