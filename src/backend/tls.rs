@@ -2,8 +2,8 @@
 //!
 //! The client's TLS is built here, not by reqwest, so that trust is the same on every machine:
 //!
-//! - **rustls with the `ring` provider**: no OpenSSL to match at run time; TLS 1.2 and 1.3 with
-//!   rustls' safe defaults. Certificate and host-name checks are never turned off.
+//! - **rustls with the aws-lc-rs provider**: no OpenSSL to match at run time; TLS 1.2 and 1.3
+//!   with rustls' safe defaults. Certificate and host-name checks are never turned off.
 //! - **roots**: the Mozilla root program bundled in the binary (`webpki-roots`), so a minimal
 //!   container without `ca-certificates`, or an offline host, trusts the same public CAs as a
 //!   laptop. Private CAs are *added* with `ca_file`: server-wide (`[http_client] ca_file`) and
@@ -28,7 +28,7 @@ use rustls::{ClientConfig, RootCertStore};
 
 /// The crypto provider of every TLS client (and of the load-time checks).
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 /// Certificates and keys read from one level of settings (the server's or a tool's).
@@ -240,21 +240,21 @@ impl std::fmt::Debug for ToolTls {
 }
 
 /// The TLS failure in an error's cause chain, if any. rustls errors travel inside
-/// `std::io::Error`s, whose `source()` skips the wrapped error, so both are looked into.
+/// `std::io::Error`s (tokio-rustls wraps them, hyper-rustls wraps that again), and an
+/// `io::Error`'s `source()` skips the error it wraps, so the walk steps into wrapped errors.
 pub fn find_tls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cur {
+    // Bounded: a cause chain is short; this only guards against a cycle.
+    for _ in 0..32 {
+        let e = cur?;
         if let Some(t) = e.downcast_ref::<rustls::Error>() {
             return Some(t);
         }
-        if let Some(t) = e
+        let wrapped = e
             .downcast_ref::<std::io::Error>()
             .and_then(std::io::Error::get_ref)
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(t);
-        }
-        cur = e.source();
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        cur = wrapped.or_else(|| e.source());
     }
     None
 }
@@ -307,5 +307,15 @@ mod tests {
         .load()
         .unwrap_err();
         assert!(errs[0].message.contains("trust anchor"), "{errs:?}");
+    }
+
+    #[test]
+    fn tls_errors_are_found_inside_nested_io_errors() {
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, tls.clone());
+        let outer = std::io::Error::other(inner);
+        assert_eq!(find_tls_error(&outer), Some(&tls));
+        let plain = std::io::Error::other("connection refused");
+        assert_eq!(find_tls_error(&plain), None);
     }
 }
