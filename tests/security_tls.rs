@@ -213,6 +213,7 @@ async fn mtls_needs_the_client_certificate() {
         "only the call with a valid certificate got through: {seen:?}"
     );
     assert_eq!(seen[0].path, "/own");
+    assert_eq!(seen[0].client_cn.as_deref(), Some("tool-client"));
     server.stop().await;
 
     // Server-wide client certificate and CA.
@@ -338,8 +339,8 @@ async fn bad_tool_tls_files_are_load_errors() {
     let files = [
         ("garbage.pem", "not a certificate\n".to_owned()),
         ("one.crt", one.cert_pem.clone()),
-        ("one.key", one.key_pem.clone()),
-        ("two.key", two.key_pem.clone()),
+        ("one.key", one.key_pem),
+        ("two.key", two.key_pem),
     ];
     let files: Vec<(&str, &str)> = files.iter().map(|(n, c)| (*n, c.as_str())).collect();
     for (settings, path, needle) in cases {

@@ -285,7 +285,7 @@ mod tests {
         std::fs::write(&garbage, "hello, not a certificate\n").unwrap();
         let errs = TlsPaths {
             ca_file: Some(garbage.clone()),
-            client_cert: Some(garbage.clone()),
+            client_cert: Some(garbage),
             ..TlsPaths::default()
         }
         .load()
