@@ -273,6 +273,23 @@ async fn per_tool_tls_settings_do_not_leak_between_tools() {
     server.stop().await;
 }
 
+/// An https:// URL pointing at a plain-HTTP port is a configuration error too: `tls_error`,
+/// tried once, and the plain backend never sees a request.
+#[tokio::test]
+async fn https_to_a_plain_http_port_is_a_tls_error() {
+    let mock = MockBackend::start().await;
+    let url = mock.url("/ok").replacen("http://", "https://", 1);
+    let tools = ToolsDir::new(&[get_tool("t", &url, json!({}))]);
+    let server = Served::start(config_for(tools.path())).await;
+    let body = run(&server, &[("c", "t")]).await;
+    let r = &results(&body, &["c"])[0];
+    let e = expect_error(r, "tls_error");
+    assert_eq!(e["retryable"], false);
+    assert_eq!(r["attempts"], 1);
+    assert!(mock.requests().is_empty(), "{:?}", mock.requests());
+    server.stop().await;
+}
+
 /// The tool set as `toolwire serve` would load it, expected to fail.
 fn load_errors(dir: &Path) -> Vec<Diagnostic> {
     let defaults = ServerConfig::from_figment(ServerConfig::figment_without_env(None).unwrap())
