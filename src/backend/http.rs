@@ -80,6 +80,11 @@ impl HttpBackend {
     /// - **TCP_NODELAY**: requests are small and latency-bound; Nagle only adds delay.
     /// - a connector layer that records whether this attempt's own connection was still being
     ///   established when a timeout hit, so such a timeout is reported as `sent: false`.
+    /// - **TLS** from [`super::tls`]: bundled public roots plus `ca_file`, certificates and host
+    ///   names always verified, the configured client certificate. Tools with their own TLS
+    ///   settings get their own client with everything above unchanged.
+    ///
+    /// The egress policy is the built-in one ([`EgressPolicy::default`]).
     pub fn new(cfg: &HttpClientConfig) -> Result<Self, BackendError> {
         Self::with_egress(cfg, EgressPolicy::default())
     }
