@@ -168,7 +168,7 @@ impl HttpBackend {
     /// and reads the answer within `attempt.timeout`.
     pub async fn call(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
         let client = self.client_for(spec)?;
-        let request = build_request(&client, spec, attempt)?;
+        let request = self.build_request(&client, spec, attempt)?;
         let timeout = attempt.timeout;
         self.check_egress(spec, request.url(), timeout).await?;
         let deadline = Instant::now() + timeout;
@@ -221,38 +221,39 @@ impl HttpBackend {
         }
         decode_body(status, &kind, disposition.as_deref(), buf, cap)
     }
-}
 
-/// The request for one attempt; fails only on arguments that cannot be sent safely.
-fn build_request(
-    client: &reqwest::Client,
-    spec: &HttpSpec,
-    attempt: &Attempt<'_>,
-) -> Result<reqwest::Request, BackendError> {
-    let args = attempt.arguments;
-    let state = attempt.state;
-    let url = build_url(spec, args, state)?;
-    let headers = build_headers(spec, attempt)?;
-    let mut builder = client
-        .request(spec.method.clone(), url)
-        .headers(headers)
-        .timeout(attempt.timeout);
-    let body = match &spec.body {
-        HttpBody::None => None,
-        HttpBody::Arguments => Some(Value::Object(args.clone())),
-        HttpBody::Template(tpl) => Some(render_body(tpl, args, state)),
-    };
-    if let Some(body) = body {
-        let bytes = serde_json::to_vec(&body)
-            .map_err(|e| BackendError::InvalidArgument(format!("the request body cannot be encoded: {e}")))?;
-        builder = builder.body(bytes);
-        if !spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
-            builder = builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    /// The request for one attempt; fails only on arguments that cannot be sent safely.
+    fn build_request(
+        &self,
+        client: &reqwest::Client,
+        spec: &HttpSpec,
+        attempt: &Attempt<'_>,
+    ) -> Result<reqwest::Request, BackendError> {
+        let args = attempt.arguments;
+        let state = attempt.state;
+        let url = build_url(spec, args, state)?;
+        let headers = build_headers(spec, attempt)?;
+        let mut builder = client
+            .request(spec.method.clone(), url)
+            .headers(headers)
+            .timeout(attempt.timeout);
+        let body = match &spec.body {
+            HttpBody::None => None,
+            HttpBody::Arguments => Some(Value::Object(args.clone())),
+            HttpBody::Template(tpl) => Some(render_body(tpl, args, state)),
+        };
+        if let Some(body) = body {
+            let bytes = serde_json::to_vec(&body)
+                .map_err(|e| BackendError::InvalidArgument(format!("the request body cannot be encoded: {e}")))?;
+            builder = builder.body(bytes);
+            if !spec.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                builder = builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
         }
+        builder
+            .build()
+            .map_err(|e| BackendError::InvalidArgument(format!("the request cannot be built: {}", describe(e))))
     }
-    builder
-        .build()
-        .map_err(|e| BackendError::InvalidArgument(format!("the request cannot be built: {}", describe(e))))
 }
 
 /// One reqwest client with the settings every client shares (see [`HttpBackend::new`]) and the
