@@ -23,7 +23,8 @@ ARG DEBIAN_RELEASE=bookworm
 FROM debian:${DEBIAN_RELEASE}-slim AS base
 
 # python3: the shipped exec tool (tools.d/units.yaml) runs `python3 examples/tools/…`.
-# ca-certificates: for HTTPS tool backends.
+# ca-certificates: for exec tools that make HTTPS calls themselves. toolwire's own HTTPS tools do
+# not use it: they trust the public roots bundled in the binary plus `ca_file` (docs/security.md).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \

@@ -111,6 +111,9 @@ pub enum ErrorKind {
     /// The request `state` lacks a value a tool needs (an `inject` source): a fault of the
     /// application calling toolwire, not something the model can repair.
     MissingState,
+    /// The TLS handshake with the backend failed (untrusted or wrong-name certificate, refused
+    /// client certificate). Never retryable.
+    TlsError,
     Internal,
 }
 
@@ -132,6 +135,7 @@ impl ErrorKind {
             ErrorKind::BackendUnavailable => "backend_unavailable",
             ErrorKind::Blocked => "blocked",
             ErrorKind::MissingState => "missing_state",
+            ErrorKind::TlsError => "tls_error",
             ErrorKind::Internal => "internal",
         }
     }

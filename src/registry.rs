@@ -12,9 +12,10 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
+use crate::backend::tls::{self, TlsPaths, ToolTls};
 use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
-use crate::config::tool_file::{ExecConfig, HttpConfig};
+use crate::config::tool_file::{ExecConfig, HttpConfig, TlsConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::template::{Segment, Template};
 use crate::tool::{
@@ -623,6 +624,8 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         (None, true) => HttpBody::Arguments,
         (None, false) => HttpBody::None,
     };
+    let https = http.url.as_deref().is_some_and(|u| u.starts_with("https://"));
+    let tls = http.tls.as_ref().and_then(|t| check_tls(t, https, c));
     Some(HttpSpec {
         method,
         url: url?,
@@ -631,7 +634,58 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         body,
         egress_allow: Vec::new(),
         egress_deny: Vec::new(),
+        tls,
+        allow_path_traversal: http.allow_path_traversal.unwrap_or(false),
     })
+}
+
+/// Reads and checks a tool's own TLS files (relative to the tools file's folder), so a missing
+/// file, a file without PEM certificates or key, or a key that does not match its certificate
+/// is a load error. `None` when nothing is set or something is wrong.
+fn check_tls(tls: &TlsConfig, https: bool, c: &mut Checker<'_>) -> Option<Arc<ToolTls>> {
+    let base = c.file.parent().unwrap_or(Path::new(".")).to_owned();
+    let mut path = |key: &str, v: &Option<String>| -> Option<PathBuf> {
+        match v.as_deref() {
+            None => None,
+            Some("") => {
+                c.error(
+                    &format!("http.tls.{key}"),
+                    "must name a PEM file (or leave the key out)",
+                );
+                None
+            }
+            Some(p) => Some(base.join(p)),
+        }
+    };
+    let paths = TlsPaths {
+        ca_file: path("ca_file", &tls.ca_file),
+        client_cert: path("client_cert", &tls.client_cert),
+        client_key: path("client_key", &tls.client_key),
+    };
+    if paths.is_empty() {
+        return None;
+    }
+    if !https {
+        c.error(
+            "http.tls",
+            "TLS settings apply to https:// URLs only; use an https:// `url` or remove `tls`",
+        );
+        return None;
+    }
+    let material = match paths.load() {
+        Ok(m) => m,
+        Err(errors) => {
+            for e in errors {
+                c.error(&format!("http.tls.{}", e.key), e.message);
+            }
+            return None;
+        }
+    };
+    if let Err(e) = tls::client_config(&[&material]) {
+        c.error("http.tls", e);
+        return None;
+    }
+    Some(Arc::new(ToolTls::new(material)))
 }
 
 /// Placeholders may fill the path and query of a URL, never its scheme or host: the part up to

@@ -179,6 +179,12 @@ pub struct HttpSpec {
     /// The tool's own egress rules, added to the server's (`egress_allow`, `egress_deny`).
     pub egress_allow: Vec<ipnet::IpNet>,
     pub egress_deny: Vec<ipnet::IpNet>,
+    /// The tool's own TLS settings (`[tools.http] tls`) and its client; `None`: the shared
+    /// client and the server-wide settings.
+    pub tls: Option<std::sync::Arc<crate::backend::tls::ToolTls>>,
+    /// `allow_path_traversal = true`: URL path placeholder values may contain `..` next to a
+    /// separator (they are still percent-encoded). Off by default.
+    pub allow_path_traversal: bool,
 }
 
 /// What an HTTP backend sends as its body.

@@ -21,6 +21,9 @@ fn backend() -> HttpBackend {
     HttpBackend::new(&HttpClientConfig {
         connect_timeout: HumanDuration(Duration::from_millis(300)),
         pool_max_idle_per_host: 8,
+        ca_file: None,
+        client_cert: None,
+        client_key: None,
     })
     .unwrap()
 }
@@ -52,6 +55,8 @@ fn spec(method: reqwest::Method, url: &str) -> HttpSpec {
         body: HttpBody::None,
         egress_allow: vec![],
         egress_deny: vec![],
+        tls: None,
+        allow_path_traversal: false,
     }
 }
 
@@ -116,7 +121,9 @@ async fn text_stays_text() {
 #[tokio::test]
 async fn path_placeholder_arrives_as_one_segment() {
     let mock = MockBackend::start().await;
-    let s = get(&mock.url("/ok/files/{name}/raw"));
+    let mut s = get(&mock.url("/ok/files/{name}/raw"));
+    // Opted out of the default `..` refusal (tests/security_tls.rs), to see the encoding.
+    s.allow_path_traversal = true;
     for name in ["../../etc/passwd", "a/b?c#d", "x y%", "naïve 日本"] {
         let out = run(&s, json!({"name": name})).await.unwrap();
         let path = out.value["path"].as_str().unwrap();

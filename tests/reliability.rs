@@ -1704,7 +1704,8 @@ async fn b14_oversized_argument() {
 
 /// B15: values that pass the schema but aim elsewhere: a path placeholder carrying a host, a
 /// scheme or `..` stays percent-encoded inside its one segment, so the request still goes to
-/// the configured host (the model cannot pick the destination; egress rules are F19).
+/// the configured host (the model cannot pick the destination; egress rules are F19). The tool
+/// opts out of the default refusal of `..` values (tests/security_tls.rs) to show the encoding.
 #[tokio::test]
 async fn b15_injected_internal_url() {
     let fx = Fixture::new().await;
@@ -1713,7 +1714,7 @@ async fn b15_injected_internal_url() {
         "t.json",
         &json!([fx.http_tool(
             "fetch",
-            json!({"url": format!("{}/ok/{{p}}", mock.url(""))}),
+            json!({"url": format!("{}/ok/{{p}}", mock.url("")), "allow_path_traversal": true}),
             json!({"parameters": {"p": "string"}})
         )]),
     );

@@ -26,9 +26,10 @@ use tokio::time::Instant;
 
 use super::egress::{Blocked, EgressPolicy, GuardedResolver};
 use super::files::{self, BodyKind};
+use super::tls::{self, TlsMaterial};
 use super::{Attempt, BackendError, Output};
 use crate::config::server::HttpClientConfig;
-use crate::template::{Template, lookup};
+use crate::template::{Segment, Template, lookup, scalar_text};
 use crate::tool::{HttpBody, HttpSpec};
 
 /// Characters of a placeholder value that are percent-encoded in a URL: everything except the
@@ -51,12 +52,17 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How much of a non-2xx response body is kept for the error message.
 const EXCERPT_BYTES: usize = 512;
 
-/// Runs HTTP attempts on one shared connection pool.
+/// Runs HTTP attempts on one shared connection pool (plus one per tool with its own TLS
+/// settings).
 #[derive(Debug, Clone)]
 pub struct HttpBackend {
     client: reqwest::Client,
     /// The global egress policy (also enforced inside the client's resolver).
     policy: Arc<EgressPolicy>,
+    /// What every client is built from, so per-tool clients behave like the shared one.
+    cfg: HttpClientConfig,
+    /// The server-wide TLS settings (`[http_client] ca_file`, client certificate).
+    tls: Arc<TlsMaterial>,
 }
 
 impl HttpBackend {
@@ -74,6 +80,11 @@ impl HttpBackend {
     /// - **TCP_NODELAY**: requests are small and latency-bound; Nagle only adds delay.
     /// - a connector layer that records whether this attempt's own connection was still being
     ///   established when a timeout hit, so such a timeout is reported as `sent: false`.
+    /// - **TLS** from [`super::tls`]: bundled public roots plus `ca_file`, certificates and host
+    ///   names always verified, the configured client certificate. Tools with their own TLS
+    ///   settings get their own client with everything above unchanged.
+    ///
+    /// The egress policy is the built-in one ([`EgressPolicy::default`]).
     pub fn new(cfg: &HttpClientConfig) -> Result<Self, BackendError> {
         Self::with_egress(cfg, EgressPolicy::default())
     }
@@ -81,22 +92,37 @@ impl HttpBackend {
     /// [`HttpBackend::new`] with an egress policy (SSRF guard, see [`super::egress`]): the
     /// client resolves names through [`GuardedResolver`], so the checked address is the one
     /// connected to.
+    ///
+    /// The server-wide TLS files (`[http_client] ca_file`, `client_cert`, `client_key`) are read
+    /// and checked here, so a bad one stops the server at start.
     pub fn with_egress(cfg: &HttpClientConfig, policy: EgressPolicy) -> Result<Self, BackendError> {
         let policy = Arc::new(policy);
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver {
-                policy: Arc::clone(&policy),
-            }))
-            .connect_timeout(cfg.connect_timeout.0)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .pool_max_idle_per_host(cfg.pool_max_idle_per_host)
-            .tcp_nodelay(true)
-            .user_agent(USER_AGENT_VALUE)
-            .connector_layer(ConnectProbeLayer)
-            .build()
-            .map_err(|e| BackendError::InvalidArgument(format!("cannot build the HTTP client: {}", describe(e))))?;
-        Ok(HttpBackend { client, policy })
+        let tls = cfg.tls_paths().load().map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(|e| format!("http_client.{e}")).collect();
+            BackendError::InvalidArgument(list.join("; "))
+        })?;
+        let client = build_client(cfg, &policy, &[&tls])?;
+        Ok(HttpBackend {
+            client,
+            policy,
+            cfg: cfg.clone(),
+            tls: Arc::new(tls),
+        })
+    }
+
+    /// The client for `spec`: the shared one, or the tool's own when it has TLS settings
+    /// (built on first use with the same resolver, egress policy and limits, then kept with the
+    /// tool, so a reload drops it together with the tool).
+    fn client_for(&self, spec: &HttpSpec) -> Result<reqwest::Client, BackendError> {
+        let Some(tool_tls) = &spec.tls else {
+            return Ok(self.client.clone());
+        };
+        if let Some(client) = tool_tls.client.get() {
+            return Ok(client.clone());
+        }
+        let client = build_client(&self.cfg, &self.policy, &[&self.tls, &tool_tls.material])?;
+        // Two first calls may race to build it: one wins, both use a working client.
+        Ok(tool_tls.client.get_or_init(|| client).clone())
     }
 
     /// Checks the destination before sending: IP literals (which skip the resolver) against the
@@ -141,14 +167,15 @@ impl HttpBackend {
     /// Runs one attempt: builds the request from `spec` and the attempt's arguments, sends it,
     /// and reads the answer within `attempt.timeout`.
     pub async fn call(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
-        let request = self.build_request(spec, attempt)?;
+        let client = self.client_for(spec)?;
+        let request = self.build_request(&client, spec, attempt)?;
         let timeout = attempt.timeout;
         self.check_egress(spec, request.url(), timeout).await?;
         let deadline = Instant::now() + timeout;
         let probe = Arc::new(ConnectProbe::default());
 
         // Phase 1: connect, write the request, read the response head.
-        let send = CONNECT_PROBE.scope(Arc::clone(&probe), self.client.execute(request));
+        let send = CONNECT_PROBE.scope(Arc::clone(&probe), client.execute(request));
         let response = match tokio::time::timeout_at(deadline, send).await {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => return Err(classify_send_error(e, &probe, timeout)),
@@ -196,13 +223,17 @@ impl HttpBackend {
     }
 
     /// The request for one attempt; fails only on arguments that cannot be sent safely.
-    fn build_request(&self, spec: &HttpSpec, attempt: &Attempt<'_>) -> Result<reqwest::Request, BackendError> {
+    fn build_request(
+        &self,
+        client: &reqwest::Client,
+        spec: &HttpSpec,
+        attempt: &Attempt<'_>,
+    ) -> Result<reqwest::Request, BackendError> {
         let args = attempt.arguments;
         let state = attempt.state;
         let url = build_url(spec, args, state)?;
         let headers = build_headers(spec, attempt)?;
-        let mut builder = self
-            .client
+        let mut builder = client
             .request(spec.method.clone(), url)
             .headers(headers)
             .timeout(attempt.timeout);
@@ -225,6 +256,30 @@ impl HttpBackend {
     }
 }
 
+/// One reqwest client with the settings every client shares (see [`HttpBackend::new`]) and the
+/// TLS of `tls_levels` (server-wide, then the tool's).
+fn build_client(
+    cfg: &HttpClientConfig,
+    policy: &Arc<EgressPolicy>,
+    tls_levels: &[&TlsMaterial],
+) -> Result<reqwest::Client, BackendError> {
+    let tls = tls::client_config(tls_levels).map_err(BackendError::Tls)?;
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(GuardedResolver {
+            policy: Arc::clone(policy),
+        }))
+        .connect_timeout(cfg.connect_timeout.0)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .pool_max_idle_per_host(cfg.pool_max_idle_per_host)
+        .tcp_nodelay(true)
+        .user_agent(USER_AGENT_VALUE)
+        .connector_layer(ConnectProbeLayer)
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| BackendError::InvalidArgument(format!("cannot build the HTTP client: {}", describe(e))))
+}
+
 /// Percent-encodes one placeholder value for a URL (see [`PATH_SEGMENT`]).
 pub fn encode_url_value(value: &str) -> String {
     utf8_percent_encode(value, PATH_SEGMENT).to_string()
@@ -235,6 +290,9 @@ pub fn encode_url_value(value: &str) -> String {
 /// empty because a placeholder is absent (an optional argument the model left out) is omitted;
 /// a literal empty value or a present empty string is kept.
 pub fn build_url(spec: &HttpSpec, args: &Map<String, Value>, state: &Value) -> Result<Url, BackendError> {
+    if !spec.allow_path_traversal {
+        reject_path_traversal(&spec.url, args, state)?;
+    }
     let rendered = spec.url.render(args, state, encode_url_value);
     reject_dot_segments(&rendered)?;
     let mut url = Url::parse(&rendered)
@@ -258,6 +316,59 @@ pub fn build_url(spec: &HttpSpec, args: &Map<String, Value>, state: &Value) -> R
         url.query_pairs_mut().extend_pairs(pairs);
     }
     Ok(url)
+}
+
+/// Refuses a URL *path* placeholder value that contains a `..` path segment, i.e. `..` next to
+/// `/` or `\` (or a value that is exactly `..`), also when percent-encoded (once or more):
+/// `../x`, `..\x`, `..%2fx`, `%2e%2e%2f`, `%252e%252e%252f`, `..;/x` (path parameters).
+///
+/// The value is percent-encoded before it goes into the URL, so for a standards-following
+/// backend it stays one segment. But backends and the proxies in front of them often decode
+/// `%2F` before routing, or decode twice, and then `..%2F..%2Fadmin` climbs out of the
+/// directory the tool was meant to reach. No ID, name or slug a tool takes in its path needs
+/// such a value, so it is refused by default; `allow_path_traversal = true` opts a tool out.
+/// Query values are not checked: they are never part of a path.
+fn reject_path_traversal(url: &Template, args: &Map<String, Value>, state: &Value) -> Result<(), BackendError> {
+    for seg in &url.segments {
+        let name = match seg {
+            // Whatever follows `?` or `#` is no longer the path.
+            Segment::Literal(text) if text.contains(['?', '#']) => break,
+            Segment::Literal(_) => continue,
+            Segment::Arg(name) => name.clone(),
+            Segment::State(path) => format!("state.{}", path.join(".")),
+        };
+        let Some(value) = lookup(seg, args, state) else {
+            continue;
+        };
+        if is_path_traversal(&scalar_text(value)) {
+            return Err(BackendError::InvalidArgument(format!(
+                "the value of `{name}` is placed in the URL path and must not contain a `..` path segment (`../`, `..\\`, or their percent-encoded forms); pass a plain name or identifier"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Does `value` hold a `..` path segment, as is or after undoing up to three layers of percent
+/// encoding? Separators are `/` and `\`; a `;…` suffix (path parameters, which some servers
+/// strip before resolving) is ignored.
+pub fn is_path_traversal(value: &str) -> bool {
+    let has_dot_dot = |s: &str| {
+        s.split(['/', '\\'])
+            .any(|part| part.split(';').next().is_some_and(|p| p == ".."))
+    };
+    let mut text = value.to_owned();
+    for _ in 0..4 {
+        if has_dot_dot(&text) {
+            return true;
+        }
+        let decoded = percent_decode_str(&text).decode_utf8_lossy().into_owned();
+        if decoded == text {
+            break;
+        }
+        text = decoded;
+    }
+    false
 }
 
 /// URL parsers resolve `.` and `..` path segments (also as `%2e%2e`), so a value that is
@@ -508,6 +619,12 @@ fn classify_send_error(e: reqwest::Error, probe: &ConnectProbe, timeout: Duratio
         }
         source = s.source();
     }
+    // Before `is_connect`: a certificate error happens while connecting, but unlike a refused
+    // connection it will not go away on retry. (With TLS 1.3 a refused client certificate is
+    // only reported when the response is read; it is the same failure.)
+    if let Some(t) = tls::find_tls_error(&e) {
+        return BackendError::Tls(t.to_string());
+    }
     if e.is_connect() {
         // Connect (and DNS) failures happen before anything is written.
         if e.is_timeout() {
@@ -644,12 +761,63 @@ mod tests {
             body: HttpBody::None,
             egress_allow: vec![],
             egress_deny: vec![],
+            tls: None,
+            allow_path_traversal: false,
         }
     }
 
+    /// The URL for `template` with `{v}` = `value`, the tool opted out of the `..` check.
     fn url_for(template: &str, value: &str) -> Result<Url, BackendError> {
         let args = json!({ "v": value });
+        let mut s = spec(template);
+        s.allow_path_traversal = true;
+        build_url(&s, args.as_object().unwrap(), &json!({}))
+    }
+
+    /// The URL with the default `..` check.
+    fn checked_url_for(template: &str, value: &str) -> Result<Url, BackendError> {
+        let args = json!({ "v": value });
         build_url(&spec(template), args.as_object().unwrap(), &json!({}))
+    }
+
+    #[test]
+    fn path_traversal_values_are_refused_by_default_naming_the_parameter() {
+        for value in [
+            "..",
+            "../x",
+            "../../etc/passwd",
+            "a/../b",
+            "a/..",
+            "..\\x",
+            "x\\..\\y",
+            "..%2fx",
+            "..%2Fx",
+            "%2e%2e%2fx",
+            "%2E%2E/x",
+            "%2e%2e",
+            ".%2e/x",
+            "..%5cx",
+            "%252e%252e%252fx",
+            "..;/x",
+            "a/..;jsessionid=1/b",
+        ] {
+            match checked_url_for("http://h/files/{v}/raw", value) {
+                Err(BackendError::InvalidArgument(m)) => assert!(m.contains("`v`"), "{value}: {m}"),
+                other => panic!("{value}: {other:?}"),
+            }
+        }
+        for value in ["...", "a..b", "..x", "x..", "v1.2", "a/b", "%2e", ".hidden", "a%2F..b"] {
+            assert!(checked_url_for("http://h/files/{v}/raw", value).is_ok(), "{value}");
+        }
+        // Query placeholders are not path placeholders.
+        assert!(checked_url_for("http://h/files?q={v}", "../x").is_ok());
+        // The opt-out keeps the value, encoded, in its one segment.
+        assert_eq!(url_for("http://h/f/{v}", "../x").unwrap().path(), "/f/..%2Fx");
+        // State placeholders are named as such.
+        let mut s = spec("http://h/u/{state.user}/x");
+        s.allow_path_traversal = false;
+        let err = build_url(&s, &Map::new(), &json!({"user": "../admin"})).unwrap_err();
+        assert!(err.to_string().contains("`state.user`"), "{err}");
     }
 
     #[test]
@@ -725,7 +893,7 @@ mod tests {
                 "{value}"
             );
         }
-        // A pre-encoded dot segment is encoded again, so it is just text.
+        // With the opt-out, a pre-encoded dot segment is encoded again, so it is just text.
         assert_eq!(url_for("http://h/a/{v}", "%2e%2e").unwrap().path(), "/a/%252e%252e");
         // Dots inside a segment are fine.
         assert_eq!(url_for("http://h/a/{v}", "...").unwrap().path(), "/a/...");

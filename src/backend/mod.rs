@@ -10,6 +10,7 @@ pub mod files;
 pub mod http;
 pub mod reaper;
 pub mod subprocess;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -133,6 +134,12 @@ pub enum BackendError {
     /// The egress policy refused the destination.
     #[error("{0}")]
     Blocked(String),
+    /// The TLS handshake failed: the backend's certificate is not trusted or not valid for its
+    /// name, the backend refused our client certificate (or that none was sent), or the two
+    /// sides share no protocol. A configuration problem on one side or the other, so retrying
+    /// the same call cannot help.
+    #[error("the TLS connection to the backend failed: {0}")]
+    Tls(String),
     /// The backend's circuit breaker is open: failing fast without trying.
     #[error("the backend is failing and is being given time to recover")]
     Unavailable { retry_after: Duration },
@@ -159,6 +166,7 @@ impl BackendError {
             | BackendError::Signaled { .. }
             | BackendError::InvalidOutput(_)
             | BackendError::Blocked(_)
+            | BackendError::Tls(_)
             | BackendError::Unavailable { .. } => false,
         }
     }
@@ -226,6 +234,11 @@ impl BackendError {
                 false,
                 "This destination is not allowed; do not retry.",
             ),
+            BackendError::Tls(_) => (
+                ErrorKind::TlsError,
+                false,
+                "The service's certificate or the tool's TLS settings (ca_file, client certificate) are wrong; this does not change on retry, so do not call this tool again in this conversation.",
+            ),
             BackendError::Unavailable { .. } => {
                 (ErrorKind::BackendUnavailable, true, "Try again after `retry_after_ms`.")
             }
@@ -291,6 +304,7 @@ mod tests {
         assert!(!t(true).is_retryable(false));
         assert!(t(true).is_retryable(true));
         assert!(!BackendError::Spawn("x".into()).is_retryable(true));
+        assert!(!BackendError::Tls("x".into()).is_retryable(true));
     }
 
     #[test]

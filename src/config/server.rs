@@ -146,6 +146,45 @@ pub struct RetryDefaults {
 pub struct HttpClientConfig {
     pub connect_timeout: HumanDuration,
     pub pool_max_idle_per_host: usize,
+    /// PEM file of extra CAs trusted by every HTTP tool, beside the bundled public roots.
+    /// Relative to the working directory. `""` (the default) means none.
+    #[serde(default, with = "empty_path")]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate (chain) presented by every HTTP tool that asks for none of its
+    /// own (mTLS); needs `client_key`.
+    #[serde(default, with = "empty_path")]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default, with = "empty_path")]
+    pub client_key: Option<PathBuf>,
+}
+
+impl HttpClientConfig {
+    /// The server-wide TLS file settings.
+    pub fn tls_paths(&self) -> crate::backend::tls::TlsPaths {
+        crate::backend::tls::TlsPaths {
+            ca_file: self.ca_file.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        }
+    }
+}
+
+/// An optional path written as a string where `""` means "not set": TOML has no null, and a
+/// key must exist in the embedded defaults for its `TOOLWIRE_*` variable to be honoured.
+mod empty_path {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok((!s.is_empty()).then(|| PathBuf::from(s)))
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default())
+    }
 }
 
 /// Graceful shutdown.

@@ -104,10 +104,37 @@ pub struct HttpConfig {
     pub headers: BTreeMap<String, String>,
     /// A JSON body template; by default POST/PUT/PATCH send the arguments object.
     pub body: Option<Value>,
+    /// The tool's own TLS settings (https:// URLs only).
+    pub tls: Option<TlsConfig>,
+    /// `true` lets URL path placeholder values contain `..` path segments (refused by default).
+    pub allow_path_traversal: Option<bool>,
 }
 
 /// Keys of [`HttpConfig`].
-pub const HTTP_KEYS: &[&str] = &["method", "url", "query", "headers", "body"];
+pub const HTTP_KEYS: &[&str] = &[
+    "method",
+    "url",
+    "query",
+    "headers",
+    "body",
+    "tls",
+    "allow_path_traversal",
+];
+
+/// `[tools.http] tls = { ca_file, client_cert, client_key }`: PEM files, relative to the tools
+/// file's folder.
+#[derive(Debug, Default, Deserialize)]
+pub struct TlsConfig {
+    /// Extra CAs trusted for this tool (added to the bundled roots and the server's `ca_file`).
+    pub ca_file: Option<String>,
+    /// Client certificate (chain) for mTLS; replaces the server-wide one for this tool.
+    pub client_cert: Option<String>,
+    /// Private key of `client_cert`.
+    pub client_key: Option<String>,
+}
+
+/// Keys of [`TlsConfig`].
+pub const TLS_KEYS: &[&str] = &["ca_file", "client_cert", "client_key"];
 
 /// `[tools.exec]`.
 #[derive(Debug, Default, Deserialize)]
@@ -137,6 +164,7 @@ pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
         "http" => HTTP_KEYS,
         "exec" => EXEC_KEYS,
         "retry" => RETRY_KEYS,
+        "tls" => TLS_KEYS,
         _ => TOOL_KEYS,
     }
 }
@@ -155,7 +183,9 @@ mod tests {
             "deadline": "2s", "idempotent": true, "concurrency": 1, "inject": {},
             "max_output_bytes": 1, "max_read_bytes": 1, "kill_grace": "1s",
             "retry": {"max_attempts": 1, "backoff": "1s", "max_backoff": "1s"},
-            "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {}},
+            "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {},
+                     "tls": {"ca_file": "c", "client_cert": "c", "client_key": "k"},
+                     "allow_path_traversal": false},
             "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"},
             "egress_allow": [], "egress_deny": [], "replay": true
         });
@@ -165,6 +195,7 @@ mod tests {
         let _: ToolConfig = serde_ignored::deserialize(v.clone(), |p| ignored.push(p.to_string())).unwrap();
         assert!(ignored.is_empty(), "{ignored:?}");
         assert_eq!(obj["http"].as_object().unwrap().len(), HTTP_KEYS.len());
+        assert_eq!(obj["http"]["tls"].as_object().unwrap().len(), TLS_KEYS.len());
         assert_eq!(obj["exec"].as_object().unwrap().len(), EXEC_KEYS.len());
         assert_eq!(obj["retry"].as_object().unwrap().len(), RETRY_KEYS.len());
     }

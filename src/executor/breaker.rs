@@ -165,6 +165,9 @@ fn counts_as_failure(e: &BackendError) -> bool {
         | BackendError::Signaled { .. }
         | BackendError::InvalidOutput(_)
         | BackendError::Blocked(_)
+        // A certificate problem is configuration, not health: counting it would turn a clear,
+        // non-retryable `tls_error` into a retryable `backend_unavailable`.
+        | BackendError::Tls(_)
         | BackendError::Unavailable { .. } => false,
     }
 }
