@@ -40,6 +40,10 @@ pub struct Registry {
     pub warnings: Vec<Diagnostic>,
     /// Values resolved from `${env:}`/`${file:}`, to redact from logs and errors.
     pub secrets: Vec<String>,
+    /// Masks [`Registry::secrets`] and their encoded forms; built once per registry.
+    pub redactor: crate::redact::Redactor,
+    /// The `${file:}` targets read (watched for rotation by the reloader).
+    pub secret_files: Vec<PathBuf>,
     pub files: Vec<PathBuf>,
     /// What each provider's declaration had to change, per tool (for `GET /v1/tools`).
     pub schema_warnings: HashMap<String, Vec<SchemaWarning>>,
@@ -103,16 +107,24 @@ impl Registry {
                 order.push(tool);
             }
         }
+        // A value that failed a check is quoted by its message: show the reference instead.
+        redact_diagnostics(&secrets, &mut diagnostics);
         if diagnostics.iter().any(Diagnostic::is_error) {
             diagnostics.sort_by_key(|d| (d.file.clone(), d.severity, tool_index(&d.path)));
             return Err(diagnostics);
         }
+        let mut secret_files: Vec<PathBuf> = secrets.iter().filter_map(|s| s.file.clone()).collect();
+        secret_files.sort();
+        secret_files.dedup();
+        let values: Vec<String> = secrets.into_iter().map(|s| s.value).collect();
         let mut reg = Registry {
             by_name,
             order,
             version,
             warnings: diagnostics,
-            secrets,
+            redactor: crate::redact::Redactor::new(&values),
+            secrets: values,
+            secret_files,
             files,
             schema_warnings: HashMap::new(),
         };
@@ -492,6 +504,50 @@ fn compile_schema(schema: &Value, c: &mut Checker<'_>) -> Option<jsonschema::Val
                 format!("the schema does not compile: {e} (at {})", e.schema_path()),
             );
             None
+        }
+    }
+}
+
+/// Rewrites every diagnostic so that no resolved `${}` value appears in it: a value is replaced
+/// by the reference that produced it (`${env:TOKEN}`), its encoded forms by the mask. One pass
+/// per text, so a reference put in is never rewritten again.
+fn redact_diagnostics(secrets: &crate::config::interpolate::Secrets, diagnostics: &mut [Diagnostic]) {
+    use crate::redact::{MASK, MIN_LEN, encoded_forms};
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for s in secrets.iter().filter(|s| s.value.len() >= MIN_LEN) {
+        pairs.push((s.value.clone(), s.reference.clone()));
+        pairs.extend(encoded_forms(&s.value).into_iter().map(|f| (f, MASK.to_owned())));
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let ac = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(pairs.iter().map(|(needle, _)| needle));
+    let rewrite = |text: &str| -> String {
+        match &ac {
+            Ok(ac) => {
+                let mut out = String::with_capacity(text.len());
+                ac.replace_all_with(text, &mut out, |m, _, dst| {
+                    dst.push_str(pairs.get(m.pattern().as_usize()).map_or(MASK, |(_, r)| r.as_str()));
+                    true
+                });
+                out
+            }
+            // Cannot happen at secret sizes; masking everything known is the safe fallback.
+            Err(_) => {
+                let mut out = text.to_owned();
+                for (needle, _) in &pairs {
+                    out = out.replace(needle.as_str(), MASK);
+                }
+                out
+            }
+        }
+    };
+    for d in diagnostics {
+        d.message = rewrite(&d.message);
+        if let Some(t) = &d.tool {
+            d.tool = Some(rewrite(t));
         }
     }
 }

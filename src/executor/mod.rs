@@ -259,7 +259,7 @@ impl Executor {
         let outcome = match outcome {
             Outcome::Err(mut e) => {
                 // Backend error bodies and stderr can echo tokens or state; neither may reach the model.
-                crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut e);
+                registry.redactor.redact_error(&mut e, batch.state);
                 Outcome::Err(e)
             }
             ok @ Outcome::Ok(_) => ok,
@@ -387,7 +387,7 @@ impl Executor {
         );
         let on_retry = |attempt: u32, err: &BackendError, delay: Duration| {
             let mut error = err.to_tool_error();
-            crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut error);
+            registry.redactor.redact_error(&mut error, batch.state);
             batch.emit(ExecEvent::AttemptFailed {
                 index,
                 id: call.id.clone(),
@@ -431,12 +431,21 @@ impl Executor {
                 BackendSpec::Exec(spec) => subprocess::call(spec, &attempt).await,
             };
             admission.record(result.as_ref().map(|_| ()));
-            result
+            // Masked before the retry loop logs it and before the excerpt is cut for the model.
+            result.map_err(|mut e| {
+                registry.redactor.redact_backend_error(&mut e, batch.state);
+                e
+            })
         })
         .await;
         match outcome.result {
             Ok(out) => {
-                let (value, truncated) = output::bound(out.value, out.truncated, tool.policy.max_output_bytes);
+                // A backend may echo what it was sent (its Authorization header, a URL with a
+                // key): mask the secrets in every string of the output, before it is cut.
+                // `state` values are not masked here: echoing them (a user's own id or name) is
+                // what many tools are for; errors mask them.
+                let value = registry.redactor.redact_output(out.value, out.truncated);
+                let (value, truncated) = output::bound(value, out.truncated, tool.policy.max_output_bytes);
                 Ran {
                     outcome: Outcome::Ok(value),
                     files: out.files,
