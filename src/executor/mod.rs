@@ -34,6 +34,9 @@ use retry::{Jitter, RandomJitter, RetryBudget};
 /// Most tool names listed in an `unknown_tool` message.
 const MAX_LISTED_TOOLS: usize = 20;
 
+/// The `tool` label (metrics) and log field of a call whose name is no registered tool.
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+
 /// Per-request options (`options` of `POST /v1/execute`). All optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -234,8 +237,10 @@ impl Executor {
             id: call.id.clone(),
             name: call.name.clone(),
         });
-        let span =
-            tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
+        // Logs and metrics name registered tools only: a model-chosen name is unbounded
+        // (metric label cardinality, log size), so anything else is `_unknown`.
+        let label = registry.get(&call.name).map_or(UNKNOWN_TOOL_LABEL, |t| t.name.as_str());
+        let span = tracing::info_span!("tool_call", tool = %label, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work =
             AssertUnwindSafe(self.run_checked(registry, batch, call, index, deadline, request_slots)).catch_unwind();
         let (ran, replayed) = async {
@@ -280,7 +285,7 @@ impl Executor {
         span.in_scope(|| {
             tracing::info!(outcome = outcome_label, attempts, duration_ms, "Tool call finished.");
         });
-        crate::telemetry::metrics::tool_call(&call.name, outcome_label, attempts, started.elapsed());
+        crate::telemetry::metrics::tool_call(label, outcome_label, attempts, started.elapsed());
         if outcome_label == "rejected" {
             crate::telemetry::metrics::rejected("admission");
         }
@@ -479,6 +484,17 @@ impl Executor {
             .join(", ");
         if known.len() > MAX_LISTED_TOOLS {
             list.push_str(&format!(", … ({} more)", known.len() - MAX_LISTED_TOOLS));
+        }
+        if !crate::call::is_portable_tool_name(name) {
+            // Never a tool here (names are checked at load); not echoed: it may be huge or
+            // carry control characters.
+            return Err(ToolError::new(
+                ErrorKind::UnknownTool,
+                format!(
+                    "The tool name is not valid: tool names are 1-64 of a-z A-Z 0-9 _ -. Available tools: {list}."
+                ),
+                false,
+            ));
         }
         Err(ToolError::new(
             ErrorKind::UnknownTool,
