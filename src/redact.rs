@@ -20,7 +20,7 @@ use std::sync::Arc;
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Map, Value};
 
 use crate::backend::BackendError;
@@ -41,6 +41,12 @@ pub const MASK: &str = "[redacted]";
 
 /// Percent-encoding as URL components use it: everything but the RFC 3986 unreserved set.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `application/x-www-form-urlencoded` (query pairs as HTTP clients write them; `+` for spaces).
+const FORM: &AsciiSet = &NON_ALPHANUMERIC.remove(b'*').remove(b'-').remove(b'.').remove(b'_');
+
+/// What a raw URL query keeps as-is (the WHATWG query set).
+const QUERY: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'#').add(b'<').add(b'>').add(b'\'');
 
 /// The registry's secrets, ready to mask. Cheap to clone (shared); the default masks nothing.
 #[derive(Debug, Clone, Default)]
@@ -217,7 +223,7 @@ impl Needles {
 /// the aligned forms.
 pub fn encoded_forms(secret: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for set in [NON_ALPHANUMERIC, COMPONENT] {
+    for set in [NON_ALPHANUMERIC, COMPONENT, FORM, QUERY] {
         let upper = utf8_percent_encode(secret, set).to_string();
         out.push(upper.to_ascii_lowercase_hex());
         out.push(upper.replace("%20", "+"));

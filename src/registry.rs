@@ -598,10 +598,12 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         "PATCH" => reqwest::Method::PATCH,
         "DELETE" => reqwest::Method::DELETE,
         "HEAD" => reqwest::Method::HEAD,
-        other => {
+        _ => {
+            // Quoted as written: an upper-cased `${}` value would escape the diagnostics redaction.
+            let written = http.method.as_deref().unwrap_or_default();
             c.error(
                 "http.method",
-                format!("`{other}` is not supported; use GET, POST, PUT, PATCH, DELETE or HEAD"),
+                format!("`{written}` is not supported; use GET, POST, PUT, PATCH, DELETE or HEAD"),
             );
             reqwest::Method::POST
         }
