@@ -27,7 +27,10 @@ pub struct ToolCall {
 /// `unknown_tool` error result (the request still answers every call) and is never used as a
 /// log field or metric label.
 pub fn is_portable_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Arguments after normalisation (`""` → `{}`; strings parsed as JSON).

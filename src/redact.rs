@@ -386,7 +386,10 @@ mod tests {
     fn masks_json_leaves_and_keys_and_skips_work_without_needles() {
         let red = r(&["hunter22"]);
         let v = red.redact_value(json!({"echo": {"authorization": "Bearer hunter22"}, "hunter22": [1, "x hunter22"]}));
-        assert_eq!(v, json!({"echo": {"authorization": "Bearer [redacted]"}, "[redacted]": [1, "x [redacted]"]}));
+        assert_eq!(
+            v,
+            json!({"echo": {"authorization": "Bearer [redacted]"}, "[redacted]": [1, "x [redacted]"]})
+        );
         assert!(Redactor::default().is_empty());
         assert!(r(&["ab"]).is_empty());
         assert_eq!(Redactor::default().redact_value(json!("hunter22")), json!("hunter22"));

@@ -205,9 +205,7 @@ impl Watch {
                     let dirs = dirs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     match (p.parent().and_then(|d| dirs.get(d)), p.file_name()) {
                         (None, _) => true,
-                        (Some(names), Some(name)) => {
-                            names.contains(name) || name.to_string_lossy().starts_with("..")
-                        }
+                        (Some(names), Some(name)) => names.contains(name) || name.to_string_lossy().starts_with(".."),
                         (Some(_), None) => false,
                     }
                 });
@@ -245,7 +243,10 @@ impl Watch {
             }
         }
         let mut watcher = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut dirs = self.secret_dirs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut dirs = self
+            .secret_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for old in dirs.keys().filter(|d| !wanted.contains_key(*d)) {
             let _ = watcher.unwatch(old);
         }

@@ -64,7 +64,10 @@ pub fn escape_log_text(text: &str) -> String {
 mod tests {
     #[test]
     fn escapes_line_breaks_ansi_and_bidi() {
-        assert_eq!(super::escape_log_text("a\nb\u{1b}[31mc\u{202e}"), "a\\nb\\u{1b}[31mc\\u{202e}");
+        assert_eq!(
+            super::escape_log_text("a\nb\u{1b}[31mc\u{202e}"),
+            "a\\nb\\u{1b}[31mc\\u{202e}"
+        );
         assert_eq!(super::escape_log_text("plain é"), "plain é");
     }
 }

@@ -72,14 +72,23 @@ async fn diagnostics_never_show_resolved_secrets() {
     assert!(!text.contains(&fx.secret), "/readyz leaks the secret: {text}");
     assert_eq!(ready.body["reload"]["status"], "rejected", "{text}");
     assert!(ready.body["reload"]["errors"].as_u64().unwrap() >= 2, "{text}");
-    assert!(ready.body["reload"].get("last_error").is_none(), "no messages on /readyz: {text}");
+    assert!(
+        ready.body["reload"].get("last_error").is_none(),
+        "no messages on /readyz: {text}"
+    );
     assert!(!text.contains("b.json"), "no messages on /readyz: {text}");
 
     let tools = server.get("/v1/tools").await.body;
     let errors = tools["reload"]["last_error"].to_string();
     assert!(!errors.contains(&fx.secret), "/v1/tools leaks the secret: {errors}");
-    assert!(errors.contains("${file:secret.txt}"), "the diagnostic quotes the reference: {errors}");
-    assert!(errors.contains("max_attempts") && errors.contains("http.method"), "{errors}");
+    assert!(
+        errors.contains("${file:secret.txt}"),
+        "the diagnostic quotes the reference: {errors}"
+    );
+    assert!(
+        errors.contains("max_attempts") && errors.contains("http.method"),
+        "{errors}"
+    );
 
     let logged = logs::since(mark);
     assert!(logged.contains("Reload rejected"), "{logged}");
@@ -106,13 +115,19 @@ async fn successful_outputs_mask_echoed_secrets_and_encodings() {
     );
     fx.write_tools("a.json", &json!([echo]));
     let server = Served::start(fx.config()).await;
-    let a = server.execute(&openai(&[("c1", "echo", json!({}))]), &Value::Null).await;
+    let a = server
+        .execute(&openai(&[("c1", "echo", json!({}))]), &Value::Null)
+        .await;
     let r = &results(&a.body, &["c1"])[0];
     assert_eq!(kind(r), "ok", "{r}");
     // The backend really got the secrets (the test would prove nothing otherwise).
     let seen = mock.requests();
     assert_eq!(seen[0].header("x-api-key"), Some(fx.secret.as_str()));
-    assert!(seen[0].query.as_deref().unwrap_or_default().contains('%'), "{:?}", seen[0].query);
+    assert!(
+        seen[0].query.as_deref().unwrap_or_default().contains('%'),
+        "{:?}",
+        seen[0].query
+    );
     let out = r["output"].to_string();
     let msgs = a.body["messages"].to_string();
     for text in [&out, &msgs] {
@@ -147,7 +162,10 @@ async fn text_outputs_mask_base64_forms_and_a_secret_cut_by_the_read_cap() {
     fx.write_tools("a.json", &json!([b64, cut]));
     let server = Served::start(fx.config()).await;
     let a = server
-        .execute(&openai(&[("c1", "b64", json!({})), ("c2", "cut", json!({}))]), &Value::Null)
+        .execute(
+            &openai(&[("c1", "b64", json!({})), ("c2", "cut", json!({}))]),
+            &Value::Null,
+        )
         .await;
     let rs = results(&a.body, &["c1", "c2"]);
     assert_eq!(kind(&rs[0]), "ok", "{}", rs[0]);
@@ -168,7 +186,10 @@ async fn text_outputs_mask_base64_forms_and_a_secret_cut_by_the_read_cap() {
     assert_eq!(kind(&rs[1]), "ok", "{}", rs[1]);
     assert_eq!(rs[1]["truncated"], true, "{}", rs[1]);
     let cut_out = rs[1]["output"].as_str().unwrap();
-    assert!(!cut_out.contains(&fx.secret[..8]), "the cut secret's start leaks: {cut_out}");
+    assert!(
+        !cut_out.contains(&fx.secret[..8]),
+        "the cut secret's start leaks: {cut_out}"
+    );
     assert!(cut_out.contains("[redacted]"), "{cut_out}");
     server.stop().await;
     fx.finish().await;
@@ -197,18 +218,27 @@ async fn secrets_straddling_the_excerpt_and_stderr_cuts_are_masked() {
     fx.write_tools("a.json", &json!([status, stderr]));
     let server = Served::start(fx.config()).await;
     let a = server
-        .execute(&openai(&[("c1", "status", json!({})), ("c2", "stderr", json!({}))]), &Value::Null)
+        .execute(
+            &openai(&[("c1", "status", json!({})), ("c2", "stderr", json!({}))]),
+            &Value::Null,
+        )
         .await;
     let rs = results(&a.body, &["c1", "c2"]);
     assert_eq!(kind(&rs[0]), "backend_status", "{}", rs[0]);
     let m1 = rs[0]["error"]["message"].as_str().unwrap();
     assert!(m1.contains("xxxxxxxx"), "the excerpt is there: {m1}");
-    assert!(!m1.contains(&fx.secret[..8]), "the excerpt leaks the secret's start: {m1}");
+    assert!(
+        !m1.contains(&fx.secret[..8]),
+        "the excerpt leaks the secret's start: {m1}"
+    );
     assert_eq!(kind(&rs[1]), "nonzero_exit", "{}", rs[1]);
     let m2 = rs[1]["error"]["message"].as_str().unwrap();
     let tail_of_secret = &fx.secret[fx.secret.len() - 8..];
     assert!(m2.contains("0000000"), "the tail is there: {m2}");
-    assert!(!m2.contains(tail_of_secret), "the stderr tail leaks the secret's end: {m2}");
+    assert!(
+        !m2.contains(tail_of_secret),
+        "the stderr tail leaks the secret's end: {m2}"
+    );
     server.stop().await;
     drop(mock);
     fx.finish().await;
@@ -232,7 +262,11 @@ async fn metric_labels_stay_bounded() {
     let made_up = "made_up_tool_7f3a";
     let a = server
         .execute(
-            &openai(&[("c1", made_up, json!({})), ("c2", weird, json!({})), ("c3", &long, json!({}))]),
+            &openai(&[
+                ("c1", made_up, json!({})),
+                ("c2", weird, json!({})),
+                ("c3", &long, json!({})),
+            ]),
             &Value::Null,
         )
         .await;
@@ -243,9 +277,16 @@ async fn metric_labels_stay_bounded() {
     }
     for r in &rs[1..] {
         let m = r["error"]["message"].as_str().unwrap();
-        assert!(m.contains("not valid") && !m.contains("INJECTED") && !m.contains(&long), "{m}");
+        assert!(
+            m.contains("not valid") && !m.contains("INJECTED") && !m.contains(&long),
+            "{m}"
+        );
     }
-    assert_eq!(a.body["messages"].as_array().unwrap().len(), 3, "every call is answered");
+    assert_eq!(
+        a.body["messages"].as_array().unwrap().len(),
+        3,
+        "every call is answered"
+    );
 
     let method = reqwest::Method::from_bytes(b"FOOBAR123").unwrap();
     let _ = server
@@ -281,7 +322,10 @@ async fn sent_secret(mock: &MockBackend, call: impl AsyncFnOnce()) -> String {
     mock.reset_records();
     call().await;
     let reqs = mock.requests();
-    reqs.last().and_then(|r| r.header("x-api-key")).unwrap_or_default().to_owned()
+    reqs.last()
+        .and_then(|r| r.header("x-api-key"))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A rotated `${file:}` secret is swapped in by SIGHUP (the real binary): the version covers
@@ -290,13 +334,23 @@ async fn sent_secret(mock: &MockBackend, call: impl AsyncFnOnce()) -> String {
 async fn sighup_picks_up_a_rotated_file_secret() {
     let fx = Fixture::new().await;
     let mock = MockBackend::start().await;
-    fx.write_tools("a.json", &json!([fx.http_tool("one", json!({"url": mock.url("/ok")}), json!({}))]));
+    fx.write_tools(
+        "a.json",
+        &json!([fx.http_tool("one", json!({"url": mock.url("/ok")}), json!({}))]),
+    );
     let config = fx.dir.path().join("toolwire.toml");
     std::fs::write(&config, "[reload]\nwatch = false\n").unwrap();
     let bin = Binary::start(&config, &fx.tools);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let version = async || -> String {
-        let v: Value = client.get(bin.url("/readyz")).send().await.unwrap().json().await.unwrap();
+        let v: Value = client
+            .get(bin.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         v["version"].as_str().unwrap().to_owned()
     };
     // A fresh call id each time: a repeated one would be answered from the replay store.
@@ -384,7 +438,12 @@ async fn watcher_follows_a_kubernetes_secret_swap() {
     })
     .await;
     let tools = server.get("/v1/tools").await.body;
-    assert_eq!(sent_secret(&mock, call).await, "second-token-value-2", "{}", tools["reload"]);
+    assert_eq!(
+        sent_secret(&mock, call).await,
+        "second-token-value-2",
+        "{}",
+        tools["reload"]
+    );
     server.stop().await;
     drop(mock);
     fx.finish().await;
@@ -457,7 +516,10 @@ async fn file_secrets_must_be_small_regular_files() {
             .unwrap_or_else(|_| panic!("the reload hangs on `{target}`"));
         assert!(matches!(out, Reloaded::Rejected { .. }), "{target}: {out:?}");
         let errors = server.get("/v1/tools").await.body["reload"]["last_error"].to_string();
-        assert!(errors.contains(&format!("${{file:{target}}}")) && errors.contains(want), "{target}: {errors}");
+        assert!(
+            errors.contains(&format!("${{file:{target}}}")) && errors.contains(want),
+            "{target}: {errors}"
+        );
     }
     assert!(Path::new(&fx.tools.join("fifo")).exists());
     std::fs::remove_file(fx.tools.join("fifo")).unwrap();

@@ -26,7 +26,11 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
         return Err(ApiError::NotReady("shutting down".into()));
     }
     let reg = state.registry.load();
-    let reload = state.reload.lock().map(|s| s.summary()).unwrap_or_else(|p| p.into_inner().summary());
+    let reload = state
+        .reload
+        .lock()
+        .map(|s| s.summary())
+        .unwrap_or_else(|p| p.into_inner().summary());
     Ok(Json(
         json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload}),
     ))

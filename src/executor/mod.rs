@@ -490,9 +490,7 @@ impl Executor {
             // carry control characters.
             return Err(ToolError::new(
                 ErrorKind::UnknownTool,
-                format!(
-                    "The tool name is not valid: tool names are 1-64 of a-z A-Z 0-9 _ -. Available tools: {list}."
-                ),
+                format!("The tool name is not valid: tool names are 1-64 of a-z A-Z 0-9 _ -. Available tools: {list}."),
                 false,
             ));
         }
