@@ -21,7 +21,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::backend::BackendError;
 use crate::call::ToolError;
@@ -126,11 +126,11 @@ impl Redactor {
     }
 
     /// Every string leaf and object key of `value` masked.
-    pub fn redact_value(&self, value: Value) -> Value {
-        let Some(n) = &self.inner else {
-            return value;
-        };
-        n.value(value)
+    pub fn redact_value(&self, mut value: Value) -> Value {
+        if let Some(n) = &self.inner {
+            n.value(&mut value);
+        }
+        value
     }
 
     /// Masks an error's message and details in place: the secrets, their encoded forms, cut
@@ -192,25 +192,30 @@ impl Needles {
         }
     }
 
-    fn value(&self, value: Value) -> Value {
+    /// Masks in place; allocates only for texts that hold a needle (a map is rebuilt only when
+    /// one of its keys does), so an output without secrets costs one scan of its strings.
+    fn value(&self, value: &mut Value) {
         match value {
-            Value::String(s) => match self.replace(&s) {
-                Cow::Borrowed(_) => Value::String(s),
-                Cow::Owned(o) => Value::String(o),
-            },
-            Value::Array(a) => Value::Array(a.into_iter().map(|v| self.value(v)).collect()),
-            Value::Object(o) => {
-                let mut out = Map::with_capacity(o.len());
-                for (k, v) in o {
-                    let k = match self.replace(&k) {
-                        Cow::Borrowed(_) => k,
-                        Cow::Owned(masked) => masked,
-                    };
-                    out.insert(k, self.value(v));
+            Value::String(s) => {
+                if let Cow::Owned(masked) = self.replace(s) {
+                    *s = masked;
                 }
-                Value::Object(out)
             }
-            other @ (Value::Null | Value::Bool(_) | Value::Number(_)) => other,
+            Value::Array(a) => a.iter_mut().for_each(|v| self.value(v)),
+            Value::Object(o) => {
+                if o.keys().any(|k| matches!(self.replace(k), Cow::Owned(_))) {
+                    let old = std::mem::take(o);
+                    for (k, v) in old {
+                        let k = match self.replace(&k) {
+                            Cow::Borrowed(_) => k,
+                            Cow::Owned(masked) => masked,
+                        };
+                        o.insert(k, v);
+                    }
+                }
+                o.values_mut().for_each(|v| self.value(v));
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
 }
