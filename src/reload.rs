@@ -242,23 +242,30 @@ impl Watch {
                 wanted.entry(dir.to_owned()).or_default().insert(name.to_owned());
             }
         }
-        let mut watcher = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut dirs = self
+        // Never hold `secret_dirs` while calling into the watcher: notify's `watch` waits for
+        // its event thread, which may be inside the handler waiting for `secret_dirs`.
+        let current: HashSet<PathBuf> = self
             .secret_dirs
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for old in dirs.keys().filter(|d| !wanted.contains_key(*d)) {
-            let _ = watcher.unwatch(old);
-        }
-        dirs.retain(|d, _| wanted.contains_key(d));
-        for (dir, names) in wanted {
-            if !dirs.contains_key(&dir)
-                && let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive)
-            {
-                tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch a secret file's directory; reload with SIGHUP after rotating it.");
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        {
+            let mut watcher = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for old in current.iter().filter(|d| !wanted.contains_key(*d)) {
+                let _ = watcher.unwatch(old);
             }
-            dirs.insert(dir, names);
+            for dir in wanted.keys().filter(|d| !current.contains(*d)) {
+                if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch a secret file's directory; reload with SIGHUP after rotating it.");
+                }
+            }
         }
+        *self
+            .secret_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = wanted;
     }
 }
 
