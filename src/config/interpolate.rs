@@ -238,4 +238,42 @@ mod tests {
         ));
         assert_eq!(r.resolve_str("${env:X", &mut s), Err(InterpolateError::Unclosed));
     }
+
+    #[test]
+    fn records_references_and_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key"), "filekey\n").unwrap();
+        let r = Resolver {
+            env: &env,
+            base_dir: dir.path(),
+        };
+        let mut secrets = Vec::new();
+        r.resolve_tracked("${env:TOKEN}/${file:key}", &mut secrets).unwrap();
+        assert_eq!(secrets[0].reference, "${env:TOKEN}");
+        assert_eq!(secrets[0].file, None);
+        assert_eq!(secrets[1].reference, "${file:key}");
+        assert_eq!(secrets[1].file.as_deref(), Some(dir.path().join("key").as_path()));
+    }
+
+    #[test]
+    fn file_secrets_are_small_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("big"), vec![b'k'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap();
+        std::fs::write(dir.path().join("ok"), vec![b'k'; MAX_SECRET_FILE_BYTES as usize]).unwrap();
+        let r = Resolver {
+            env: &env,
+            base_dir: dir.path(),
+        };
+        let reason = |p: &str| match r.resolve_str(&format!("${{file:{p}}}"), &mut Vec::new()) {
+            Err(InterpolateError::File { reason, .. }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(reason("d").contains("not a regular file"));
+        assert!(reason("big").contains("larger than"));
+        assert_eq!(
+            r.resolve_str("${file:ok}", &mut Vec::new()).unwrap().len(),
+            MAX_SECRET_FILE_BYTES as usize
+        );
+    }
 }

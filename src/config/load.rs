@@ -370,4 +370,19 @@ mod tests {
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
         assert_eq!(line_col("ab", 0), (1, 1));
     }
+
+    #[test]
+    fn version_covers_resolved_secret_values() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key"), "first").unwrap();
+        std::fs::write(
+            dir.path().join("a.toml"),
+            "[[tools]]\nname = \"x\"\n[tools.http]\nurl = \"http://a/\"\nheaders = { K = \"${file:key}\" }\n",
+        )
+        .unwrap();
+        let v1 = load_dir(dir.path(), &no_env).version;
+        assert_eq!(load_dir(dir.path(), &no_env).version, v1, "stable within a process");
+        std::fs::write(dir.path().join("key"), "second").unwrap();
+        assert_ne!(load_dir(dir.path(), &no_env).version, v1);
+    }
 }
