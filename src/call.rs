@@ -22,6 +22,17 @@ pub struct ToolCall {
     pub arguments: Arguments,
 }
 
+/// The portable tool-name rule `^[a-zA-Z0-9_-]{1,64}$` (OpenAI, Anthropic and Bedrock agree on
+/// it). Tool files are held to it at load; a call naming anything else is answered with an
+/// `unknown_tool` error result (the request still answers every call) and is never used as a
+/// log field or metric label.
+pub fn is_portable_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Arguments after normalisation (`""` → `{}`; strings parsed as JSON).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arguments {

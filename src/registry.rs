@@ -43,6 +43,10 @@ pub struct Registry {
     pub warnings: Vec<Diagnostic>,
     /// Values resolved from `${env:}`/`${file:}`, to redact from logs and errors.
     pub secrets: Vec<String>,
+    /// Masks [`Registry::secrets`] and their encoded forms; built once per registry.
+    pub redactor: crate::redact::Redactor,
+    /// The `${file:}` targets read (watched for rotation by the reloader).
+    pub secret_files: Vec<PathBuf>,
     pub files: Vec<PathBuf>,
 }
 
@@ -84,16 +88,24 @@ impl Registry {
                 order.push(tool);
             }
         }
+        // A value that failed a check is quoted by its message: show the reference instead.
+        redact_diagnostics(&secrets, &mut diagnostics);
         if diagnostics.iter().any(Diagnostic::is_error) {
             diagnostics.sort_by_key(|d| (d.file.clone(), d.severity, tool_index(&d.path)));
             return Err(diagnostics);
         }
+        let mut secret_files: Vec<PathBuf> = secrets.iter().filter_map(|s| s.file.clone()).collect();
+        secret_files.sort();
+        secret_files.dedup();
+        let values: Vec<String> = secrets.into_iter().map(|s| s.value).collect();
         let reg = Registry {
             by_name,
             order,
             version,
             warnings: diagnostics,
-            secrets,
+            redactor: crate::redact::Redactor::new(&values),
+            secrets: values,
+            secret_files,
             files,
         };
         Ok(reg)
@@ -525,6 +537,50 @@ fn exact_integers(schema: &Value) -> Value {
     out
 }
 
+/// Rewrites every diagnostic so that no resolved `${}` value appears in it: a value is replaced
+/// by the reference that produced it (`${env:TOKEN}`), its encoded forms by the mask. One pass
+/// per text, so a reference put in is never rewritten again.
+fn redact_diagnostics(secrets: &crate::config::interpolate::Secrets, diagnostics: &mut [Diagnostic]) {
+    use crate::redact::{MASK, MIN_LEN, encoded_forms};
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for s in secrets.iter().filter(|s| s.value.len() >= MIN_LEN) {
+        pairs.push((s.value.clone(), s.reference.clone()));
+        pairs.extend(encoded_forms(&s.value).into_iter().map(|f| (f, MASK.to_owned())));
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let ac = aho_corasick::AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+        .build(pairs.iter().map(|(needle, _)| needle));
+    let rewrite = |text: &str| -> String {
+        match &ac {
+            Ok(ac) => {
+                let mut out = String::with_capacity(text.len());
+                ac.replace_all_with(text, &mut out, |m, _, dst| {
+                    dst.push_str(pairs.get(m.pattern().as_usize()).map_or(MASK, |(_, r)| r.as_str()));
+                    true
+                });
+                out
+            }
+            // Cannot happen at secret sizes; masking everything known is the safe fallback.
+            Err(_) => {
+                let mut out = text.to_owned();
+                for (needle, _) in &pairs {
+                    out = out.replace(needle.as_str(), MASK);
+                }
+                out
+            }
+        }
+    };
+    for d in diagnostics {
+        d.message = rewrite(&d.message);
+        if let Some(t) = &d.tool {
+            d.tool = Some(rewrite(t));
+        }
+    }
+}
+
 /// The tool index of a key path (`tools[3].http` → 3), for sorting diagnostics.
 fn tool_index(path: &str) -> usize {
     path.strip_prefix("tools[")
@@ -574,10 +630,12 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         "PATCH" => reqwest::Method::PATCH,
         "DELETE" => reqwest::Method::DELETE,
         "HEAD" => reqwest::Method::HEAD,
-        other => {
+        _ => {
+            // Quoted as written: an upper-cased `${}` value would escape the diagnostics redaction.
+            let written = http.method.as_deref().unwrap_or_default();
             c.error(
                 "http.method",
-                format!("`{other}` is not supported; use GET, POST, PUT, PATCH, DELETE or HEAD"),
+                format!("`{written}` is not supported; use GET, POST, PUT, PATCH, DELETE or HEAD"),
             );
             reqwest::Method::POST
         }

@@ -6,9 +6,13 @@
 //! in-flight calls finish on their set.
 //!
 //! Watching is non-recursive on the directory itself: an editor's rename-replace and a
-//! Kubernetes ConfigMap `..data` symlink swap both show up as events there. Events are
-//! debounced, so a burst of writes causes one reload.
+//! Kubernetes ConfigMap `..data` symlink swap both show up as events there. The directories of
+//! the `${file:}` secrets the active set read are watched the same way, and the version covers
+//! the resolved secret values, so a rotated secret is swapped in. Events are debounced, so a
+//! burst of writes causes one reload.
 
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +35,32 @@ pub struct ReloadStatus {
     pub last_attempt_ms: Option<u64>,
     /// Errors of the last attempt when it was rejected; cleared by the next good one.
     pub last_error: Option<Vec<String>>,
+}
+
+/// What unauthenticated `/readyz` shows of the reload status: the state and counts only. The
+/// messages (which name files, keys and values) stay on the authenticated `GET /v1/tools`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadSummary {
+    /// `ok`, or `rejected` while the last attempt's errors are outstanding.
+    pub status: &'static str,
+    /// Errors of the last attempt (0 unless `rejected`).
+    pub errors: usize,
+    pub reloads: u64,
+    pub failures: u64,
+    pub last_attempt_ms: Option<u64>,
+}
+
+impl ReloadStatus {
+    /// The `/readyz` view.
+    pub fn summary(&self) -> ReloadSummary {
+        ReloadSummary {
+            status: if self.last_error.is_some() { "rejected" } else { "ok" },
+            errors: self.last_error.as_ref().map_or(0, Vec::len),
+            reloads: self.reloads,
+            failures: self.failures,
+            last_attempt_ms: self.last_attempt_ms,
+        }
+    }
 }
 
 /// Shared reload status.
@@ -99,7 +129,7 @@ pub async fn reload_now(state: &AppState) -> Reloaded {
 
 /// Keeps the watcher alive; dropping it stops watching.
 pub struct WatchHandle {
-    _watcher: Option<notify::RecommendedWatcher>,
+    _watcher: Option<Arc<Watch>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -114,12 +144,16 @@ pub fn spawn(state: AppState) -> WatchHandle {
     // A full channel only means a reload is already pending: dropping the event is fine.
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let watcher = if state.config.reload.watch {
-        start_watcher(state.config.tools_dir.clone(), tx.clone())
+        Watch::start(state.config.tools_dir.clone(), tx.clone()).map(Arc::new)
     } else {
         None
     };
+    if let Some(w) = &watcher {
+        w.follow_secrets(&state.registry.load().secret_files);
+    }
     spawn_sighup(tx);
     let debounce = state.config.reload.debounce.0;
+    let follow = watcher.clone();
     let task = tokio::spawn(async move {
         while rx.recv().await.is_some() {
             // Wait until the directory has been quiet for `debounce`.
@@ -130,7 +164,11 @@ pub fn spawn(state: AppState) -> WatchHandle {
                     Err(_) => break,
                 }
             }
-            reload_now(&state).await;
+            if let Reloaded::Swapped { .. } = reload_now(&state).await
+                && let Some(w) = &follow
+            {
+                w.follow_secrets(&state.registry.load().secret_files);
+            }
         }
     });
     WatchHandle {
@@ -139,24 +177,95 @@ pub fn spawn(state: AppState) -> WatchHandle {
     }
 }
 
-fn start_watcher(dir: PathBuf, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
-    let handler = move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
-            let _ = tx.try_send(());
-        }
-    };
-    match notify::recommended_watcher(handler) {
-        Ok(mut w) => match w.watch(&dir, RecursiveMode::NonRecursive) {
-            Ok(()) => Some(w),
+/// The file watcher: the tools directory, plus the directory of every `${file:}` target of
+/// the active set, so that a rotated secret (rewritten, renamed over, or swapped by a
+/// Kubernetes Secret's `..data` symlink) reloads like a changed tool file.
+struct Watch {
+    watcher: Mutex<notify::RecommendedWatcher>,
+    tools_dir: PathBuf,
+    /// Secret directories watched now → the file names referenced in each.
+    secret_dirs: Arc<Mutex<SecretDirs>>,
+}
+
+type SecretDirs = HashMap<PathBuf, HashSet<OsString>>;
+
+impl Watch {
+    fn start(dir: PathBuf, tx: mpsc::Sender<()>) -> Option<Watch> {
+        let secret_dirs: Arc<Mutex<SecretDirs>> = Arc::default();
+        let dirs = Arc::clone(&secret_dirs);
+        let handler = move |event: notify::Result<notify::Event>| {
+            let Ok(e) = event else { return };
+            if e.kind.is_access() {
+                return;
+            }
+            // In a secret's directory only that file and the `..data` machinery count: a busy
+            // directory (`/run/secrets`, a home) must not cause a reload per unrelated write.
+            let relevant = e.paths.is_empty()
+                || e.paths.iter().any(|p| {
+                    let dirs = dirs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    match (p.parent().and_then(|d| dirs.get(d)), p.file_name()) {
+                        (None, _) => true,
+                        (Some(names), Some(name)) => names.contains(name) || name.to_string_lossy().starts_with(".."),
+                        (Some(_), None) => false,
+                    }
+                });
+            if relevant {
+                let _ = tx.try_send(());
+            }
+        };
+        match notify::recommended_watcher(handler) {
+            Ok(mut w) => match w.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => Some(Watch {
+                    watcher: Mutex::new(w),
+                    tools_dir: dir,
+                    secret_dirs,
+                }),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch the tools directory; reload with SIGHUP.");
+                    None
+                }
+            },
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch the tools directory; reload with SIGHUP.");
+                tracing::warn!(error = %e, "Cannot start the file watcher; reload with SIGHUP.");
                 None
             }
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot start the file watcher; reload with SIGHUP.");
-            None
         }
+    }
+
+    /// Watches the directories of `files` (and stops watching ones no longer referenced).
+    fn follow_secrets(&self, files: &[PathBuf]) {
+        let mut wanted: SecretDirs = HashMap::new();
+        for f in files {
+            if let (Some(dir), Some(name)) = (f.parent(), f.file_name())
+                && dir != self.tools_dir
+            {
+                wanted.entry(dir.to_owned()).or_default().insert(name.to_owned());
+            }
+        }
+        // Never hold `secret_dirs` while calling into the watcher: notify's `watch` waits for
+        // its event thread, which may be inside the handler waiting for `secret_dirs`.
+        let current: HashSet<PathBuf> = self
+            .secret_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        {
+            let mut watcher = self.watcher.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for old in current.iter().filter(|d| !wanted.contains_key(*d)) {
+                let _ = watcher.unwatch(old);
+            }
+            for dir in wanted.keys().filter(|d| !current.contains(*d)) {
+                if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch a secret file's directory; reload with SIGHUP after rotating it.");
+                }
+            }
+        }
+        *self
+            .secret_dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = wanted;
     }
 }
 

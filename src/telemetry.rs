@@ -15,8 +15,61 @@ pub fn init(filter: &str, format: LogFormat) {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Pretty => builder.try_init(),
+        LogFormat::Pretty => builder.fmt_fields(escaped_fields()).try_init(),
     };
+}
+
+/// The pretty format's field formatter: like the default (`name=value`, the message bare), with
+/// every control character, line or paragraph separator and bidi override escaped. Call ids,
+/// names and backend messages can come from a model or a backend; unescaped, a `\n` in one
+/// would start a forged log line and an ANSI sequence would rewrite the terminal. (JSON lines
+/// escape by construction.)
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(
+        |w: &mut tracing_subscriber::fmt::format::Writer<'_>,
+         field: &tracing::field::Field,
+         value: &dyn std::fmt::Debug| {
+            let text = escape_log_text(&format!("{value:?}"));
+            if field.name() == "message" {
+                write!(w, "{text}")
+            } else {
+                write!(w, "{field}={text}")
+            }
+        },
+    )
+    .delimited(" ")
+}
+
+/// `text` with characters that could forge or hide log lines escaped (`\n`, `\u{1b}`, …).
+pub fn escape_log_text(text: &str) -> String {
+    let risky = |c: char| {
+        c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(risky) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if risky(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escapes_line_breaks_ansi_and_bidi() {
+        assert_eq!(
+            super::escape_log_text("a\nb\u{1b}[31mc\u{202e}"),
+            "a\\nb\\u{1b}[31mc\\u{202e}"
+        );
+        assert_eq!(super::escape_log_text("plain é"), "plain é");
+    }
 }
 
 /// Prometheus metrics. One global recorder per process (the first server installs it; later

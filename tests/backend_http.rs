@@ -238,15 +238,19 @@ async fn non_2xx_is_status_with_excerpt_and_retry_after() {
         "{err:?}"
     );
 
-    // A long error body is cut to a short excerpt.
+    // A long error body is read up to 4 KiB (so secrets are masked before the cut), and the
+    // model sees a 512-byte excerpt.
     let long = "e".repeat(5000);
     let err = run(&get(&mock.url(&format!("/status/500?body={long}"))), json!({}))
         .await
         .unwrap_err();
+    let message = err.to_tool_error().message;
     let BackendError::Status { body_excerpt, .. } = err else {
         panic!("{err:?}")
     };
-    assert_eq!(body_excerpt.len(), 512);
+    assert_eq!(body_excerpt.len(), 4096);
+    let shown = message.split(" Response body: ").nth(1).unwrap_or_default();
+    assert_eq!(shown, "e".repeat(512), "{message}");
 }
 
 #[tokio::test]

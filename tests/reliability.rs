@@ -732,7 +732,7 @@ async fn f13_killed_by_signal() {
 
 /// F14: an invalid tool set during hot reload (here: through `reload_now`; the file watcher,
 /// rename-replace, duplicates, bad schemas and the ConfigMap symlink swap are in
-/// tests/reload.rs): rejected, version unchanged, error in `/readyz`; a call in flight keeps
+/// tests/reload.rs): rejected, version unchanged, error in `/v1/tools` (`/readyz` counts only); a call in flight keeps
 /// the snapshot it started with even when the next valid set removes its tool.
 #[tokio::test]
 async fn f14_invalid_config_during_hot_reload() {
@@ -776,7 +776,7 @@ async fn f14_invalid_config_during_hot_reload() {
     let out = toolwire::reload::reload_now(&server.state).await;
     assert!(matches!(out, toolwire::reload::Reloaded::Rejected { .. }), "{out:?}");
     assert_eq!(server.version(), v0);
-    let ready = server.get("/readyz").await.body;
+    let ready = server.get("/v1/tools").await.body;
     assert_eq!(ready["reload"]["failures"], 1, "{ready}");
     assert!(
         ready["reload"]["last_error"][0].as_str().unwrap().contains("b.json"),

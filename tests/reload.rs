@@ -38,10 +38,10 @@ fn tools_json(tools: &[Value]) -> String {
     json!({ "tools": tools }).to_string()
 }
 
-/// `/readyz` → (version, reload status).
+/// `GET /v1/tools` → (version, full reload status). (`/readyz` shows counts only.)
 async fn ready(client: &reqwest::Client, base: &str) -> (String, Value) {
     let body: Value = client
-        .get(format!("{base}/readyz"))
+        .get(format!("{base}/v1/tools"))
         .send()
         .await
         .unwrap()
@@ -69,7 +69,7 @@ async fn tool_names(client: &reqwest::Client, base: &str) -> Vec<String> {
         .collect()
 }
 
-/// Polls `/readyz` until `cond(version, reload)` holds, at most [`SETTLE`].
+/// Polls `GET /v1/tools` until `cond(version, reload)` holds, at most [`SETTLE`].
 async fn wait_ready(
     client: &reqwest::Client,
     base: &str,

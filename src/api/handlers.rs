@@ -21,12 +21,18 @@ pub(super) async fn healthz() -> Json<Value> {
 }
 
 /// `GET /readyz`: a tool set is loaded and requests can be served (503 while draining).
+/// Unauthenticated, so it shows counts only: reload errors quote files and keys, and are on
+/// the authenticated `GET /v1/tools`.
 pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     if state.draining.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(ApiError::NotReady("shutting down".into()));
     }
     let reg = state.registry.load();
-    let reload = state.reload.lock().map(|s| s.clone()).unwrap_or_default();
+    let reload = state
+        .reload
+        .lock()
+        .map(|s| s.summary())
+        .unwrap_or_else(|p| p.into_inner().summary());
     Ok(Json(
         json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload}),
     ))

@@ -1,6 +1,7 @@
-//! One span, one log line and the request metrics per HTTP request. Only the method, the
-//! matched route template, the status and the latency are recorded — never bodies, query
-//! strings, headers or tool arguments.
+//! One span, one log line and the request metrics per HTTP request. Only the method (standard
+//! ones by name, the rest as `other`), the matched route template (`unmatched` for any path no
+//! route matched), the status and the latency are recorded — never raw paths, bodies, query
+//! strings, headers or tool arguments, so label values are a fixed, small set.
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
@@ -17,7 +18,7 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = req.method().as_str().to_owned();
+    let method = method_label(req.method());
     let span = tracing::info_span!("request", %method, %route);
     let resp = next.run(req).instrument(span.clone()).await;
     let status = resp.status().as_u16();
@@ -25,6 +26,22 @@ pub async fn observe(req: Request, next: Next) -> Response {
     span.in_scope(|| {
         tracing::info!(status, latency_ms = elapsed.as_secs_f64() * 1000.0, "Request finished.");
     });
-    metrics::http_request(&route, &method, status, elapsed);
+    metrics::http_request(&route, method, status, elapsed);
     resp
+}
+
+/// The method as a log field and metric label: the standard methods by name, anything else
+/// (HTTP allows any token, e.g. `FOO123`) as `other`, so clients cannot mint label values.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }

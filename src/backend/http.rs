@@ -49,8 +49,10 @@ pub const USER_AGENT_VALUE: &str = concat!("toolwire/", env!("CARGO_PKG_VERSION"
 /// wait to the agent as `retry_after_ms` (`docs/execution.md#retries`).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// How much of a non-2xx response body is kept for the error message.
-const EXCERPT_BYTES: usize = 512;
+/// How much of a non-2xx response body is read for the error message. More than the
+/// [`super::EXCERPT_BYTES`] the model sees: secrets are masked in what was read *before* it is
+/// cut, so a secret that straddles the cut is masked whole instead of leaking its start.
+const EXCERPT_READ_BYTES: usize = 4 * 1024;
 
 /// Runs HTTP attempts on one shared connection pool (plus one per tool with its own TLS
 /// settings).
@@ -516,7 +518,7 @@ async fn read_status_error(response: reqwest::Response, deadline: Instant) -> Ba
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, SystemTime::now()));
     let mut buf = Vec::new();
-    let _ = tokio::time::timeout_at(deadline, read_capped(response, EXCERPT_BYTES, &mut buf)).await;
+    let _ = tokio::time::timeout_at(deadline, read_capped(response, EXCERPT_READ_BYTES, &mut buf)).await;
     BackendError::Status {
         status,
         body_excerpt: excerpt(&buf),
@@ -524,9 +526,10 @@ async fn read_status_error(response: reqwest::Response, deadline: Instant) -> Ba
     }
 }
 
-/// At most [`EXCERPT_BYTES`], lossy UTF-8 (cut at a character boundary), on one line.
+/// At most [`EXCERPT_READ_BYTES`], lossy UTF-8 (cut at a character boundary), on one line.
+/// [`BackendError::to_tool_error`] cuts it to [`super::EXCERPT_BYTES`] after redaction.
 fn excerpt(bytes: &[u8]) -> String {
-    let cut = char_boundary_cut(bytes, EXCERPT_BYTES);
+    let cut = char_boundary_cut(bytes, EXCERPT_READ_BYTES);
     let text = String::from_utf8_lossy(&bytes[..cut]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -89,6 +89,53 @@ impl Output {
     }
 }
 
+/// How much of a non-2xx response body the model sees.
+pub const EXCERPT_BYTES: usize = 512;
+
+/// How much of the end of a failed program's stderr the model sees.
+pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
+
+/// The first `max` bytes of `s` at most, cut at a character boundary.
+pub fn head_cut(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The last `max` bytes of `s` at most, starting at a character boundary.
+pub fn tail_cut(s: &str, max: usize) -> &str {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+impl BackendError {
+    /// Every text this error carries that may echo what a backend saw (URLs, bodies, stderr),
+    /// for masking secrets in place before the error is shown or logged.
+    pub fn texts_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            BackendError::Connect(t)
+            | BackendError::Io(t)
+            | BackendError::Spawn(t)
+            | BackendError::InvalidArgument(t)
+            | BackendError::InvalidOutput(t)
+            | BackendError::Blocked(t)
+            | BackendError::Tls(t) => vec![t],
+            BackendError::Status { body_excerpt, .. } => vec![body_excerpt],
+            BackendError::NonzeroExit { stderr_tail, .. } | BackendError::Signaled { stderr_tail, .. } => {
+                vec![stderr_tail]
+            }
+            BackendError::Timeout { .. } | BackendError::OutputTooLarge { .. } | BackendError::Unavailable { .. } => {
+                Vec::new()
+            }
+        }
+    }
+}
+
 /// Why one attempt failed. `sent` fields say whether the backend may have acted on the request,
 /// which is what decides whether retrying is safe.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -244,14 +291,16 @@ impl BackendError {
             }
         };
         let mut message = format!("{self}. {advice}");
+        // The excerpt and the tail are cut here, not where they were read, so that whoever
+        // masks secrets (the executor) does it on the longer text first.
         match self {
             BackendError::Status { body_excerpt, .. } if !body_excerpt.is_empty() => {
-                message.push_str(&format!(" Response body: {body_excerpt}"));
+                message.push_str(&format!(" Response body: {}", head_cut(body_excerpt, EXCERPT_BYTES)));
             }
             BackendError::NonzeroExit { stderr_tail, .. } | BackendError::Signaled { stderr_tail, .. }
                 if !stderr_tail.is_empty() =>
             {
-                message.push_str(&format!(" Error output: {stderr_tail}"));
+                message.push_str(&format!(" Error output: {}", tail_cut(stderr_tail, STDERR_TAIL_BYTES)));
             }
             _ => {}
         }

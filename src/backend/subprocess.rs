@@ -67,11 +67,12 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// for it (codex uses the same 2 s bound).
 pub const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How much of the end of stderr goes into the error the model sees.
-pub const STDERR_TAIL_BYTES: usize = 2 * 1024;
+/// How much of the end of stderr goes into the error the model sees (cut by
+/// [`BackendError::to_tool_error`], after secrets are masked in the whole kept part).
+pub const STDERR_TAIL_BYTES: usize = super::STDERR_TAIL_BYTES;
 
-/// How much of the end of stderr is kept while reading (a little more than the tail, so the
-/// tail can start on a character boundary).
+/// How much of the end of stderr is kept while reading: more than the tail, so secrets are
+/// masked before the cut and the tail can start on a character boundary.
 pub const STDERR_KEEP: usize = 4 * 1024;
 
 /// Bound on reaping after SIGKILL. SIGKILL cannot be caught, so this only matters for a process
@@ -436,9 +437,9 @@ async fn finish_reader(mut reader: AbortOnDrop<Captured>, stop: oneshot::Sender<
     }
 }
 
-/// The last [`STDERR_TAIL_BYTES`] of stderr, starting on a character boundary, lossy, trimmed.
+/// The last [`STDERR_KEEP`] bytes of stderr, starting on a character boundary, lossy, trimmed.
 fn stderr_tail(bytes: &[u8]) -> String {
-    let mut start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    let mut start = bytes.len().saturating_sub(STDERR_KEEP);
     // Skip UTF-8 continuation bytes so the tail does not start with a broken character.
     while start < bytes.len() && start > 0 && (bytes[start] & 0b1100_0000) == 0b1000_0000 {
         start += 1;
@@ -473,12 +474,15 @@ mod tests {
     #[test]
     fn stderr_tail_starts_on_a_char_boundary() {
         let mut bytes = vec![b'x'; 10];
-        bytes.extend("é".repeat(STDERR_TAIL_BYTES).as_bytes());
+        bytes.extend("é".repeat(STDERR_KEEP).as_bytes());
         bytes.extend(b"  end\n");
         let tail = stderr_tail(&bytes);
         assert!(tail.ends_with("end"));
         assert!(!tail.contains('\u{FFFD}'));
-        assert!(tail.len() <= STDERR_TAIL_BYTES);
+        assert!(tail.len() <= STDERR_KEEP);
+        let shown = super::super::tail_cut(&tail, STDERR_TAIL_BYTES);
+        assert!(shown.ends_with("end") && shown.len() <= STDERR_TAIL_BYTES);
+        assert!(!shown.contains('\u{FFFD}'));
     }
 
     #[test]

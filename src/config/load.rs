@@ -31,11 +31,12 @@ pub struct RawTool {
 pub struct LoadedDir {
     pub tools: Vec<RawTool>,
     pub diagnostics: Vec<Diagnostic>,
-    /// Values resolved from `${env:}`/`${file:}`.
+    /// Values resolved from `${env:}`/`${file:}`, with their references and files.
     pub secrets: Secrets,
     /// The files read, in load order.
     pub files: Vec<PathBuf>,
-    /// Content hash of the files read (names and bytes): the tool set's version.
+    /// Content hash of the files read (names and bytes) and of the resolved secret values: the
+    /// tool set's version. A rotated secret is a new version, so a reload swaps it in.
     pub version: String,
 }
 
@@ -71,7 +72,7 @@ pub fn load_dir(dir: &Path, env: &dyn Fn(&str) -> Option<String>) -> LoadedDir {
                 "",
                 format!("cannot read the tools directory: {e}"),
             ));
-            out.version = hash_files(&[]);
+            out.version = hash_files(&[], &[]);
             return out;
         }
     };
@@ -88,7 +89,7 @@ pub fn load_dir(dir: &Path, env: &dyn Fn(&str) -> Option<String>) -> LoadedDir {
                 .push(Diagnostic::error(&path, None, "", format!("cannot read the file: {e}"))),
         }
     }
-    out.version = hash_files(&contents);
+    out.version = hash_files(&contents, &out.secrets);
     out
 }
 
@@ -269,8 +270,22 @@ fn unknown_key(path: &Path, tool: Option<&str>, key: &str) -> Diagnostic {
     Diagnostic::error(path, tool, key, message)
 }
 
-fn hash_files(files: &[(PathBuf, String)]) -> String {
+/// The version: SHA-256 over the files, plus — when there are `${}` values — a keyed hash of
+/// them. The key is random per process, so the version (shown unauthenticated by `/readyz`)
+/// cannot be used to test guesses of a secret offline; within one process it is stable, which
+/// is all reload needs.
+fn hash_files(files: &[(PathBuf, String)], secrets: &[super::interpolate::Secret]) -> String {
     let mut hasher = Sha256::new();
+    if !secrets.is_empty() {
+        let mut inner = Sha256::new();
+        inner.update(process_key());
+        for s in secrets {
+            inner.update((s.value.len() as u64).to_le_bytes());
+            inner.update(s.value.as_bytes());
+        }
+        hasher.update(b"secrets");
+        hasher.update(inner.finalize());
+    }
     for (path, text) in files {
         let name = path
             .file_name()
@@ -282,6 +297,12 @@ fn hash_files(files: &[(PathBuf, String)]) -> String {
         hasher.update(text.as_bytes());
     }
     hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A random key, fixed for the life of the process.
+fn process_key() -> &'static [u8; 32] {
+    static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    KEY.get_or_init(rand::random)
 }
 
 #[cfg(test)]
@@ -348,5 +369,20 @@ mod tests {
     fn line_col_counts_from_one() {
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
         assert_eq!(line_col("ab", 0), (1, 1));
+    }
+
+    #[test]
+    fn version_covers_resolved_secret_values() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key"), "first").unwrap();
+        std::fs::write(
+            dir.path().join("a.toml"),
+            "[[tools]]\nname = \"x\"\n[tools.http]\nurl = \"http://a/\"\nheaders = { K = \"${file:key}\" }\n",
+        )
+        .unwrap();
+        let v1 = load_dir(dir.path(), &no_env).version;
+        assert_eq!(load_dir(dir.path(), &no_env).version, v1, "stable within a process");
+        std::fs::write(dir.path().join("key"), "second").unwrap();
+        assert_ne!(load_dir(dir.path(), &no_env).version, v1);
     }
 }

@@ -36,6 +36,9 @@ use retry::{Jitter, RandomJitter, RetryBudget};
 /// Most tool names listed in an `unknown_tool` message.
 const MAX_LISTED_TOOLS: usize = 20;
 
+/// The `tool` label (metrics) and log field of a call whose name is no registered tool.
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+
 /// How one batch runs: the executor's view of a request's options (the wire shape lives with
 /// the request, in `turn`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -267,8 +270,10 @@ impl Executor {
             id: call.id.clone(),
             name: call.name.clone(),
         });
-        let span =
-            tracing::info_span!("tool_call", tool = %call.name, call_id = call.id.as_deref().unwrap_or("-"), index);
+        // Logs and metrics name registered tools only: a model-chosen name is unbounded
+        // (metric label cardinality, log size), so anything else is `_unknown`.
+        let label = registry.get(&call.name).map_or(UNKNOWN_TOOL_LABEL, |t| t.name.as_str());
+        let span = tracing::info_span!("tool_call", tool = %label, call_id = call.id.as_deref().unwrap_or("-"), index);
         let work = AssertUnwindSafe(self.run_checked(&cx)).catch_unwind();
         let (ran, replayed) = async {
             tokio::select! {
@@ -291,7 +296,7 @@ impl Executor {
         let outcome = match outcome {
             Outcome::Err(mut e) => {
                 // Backend error bodies and stderr can echo tokens or state; neither may reach the model.
-                crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut e);
+                registry.redactor.redact_error(&mut e, batch.state);
                 Outcome::Err(e)
             }
             ok @ Outcome::Ok(_) => ok,
@@ -312,7 +317,7 @@ impl Executor {
         span.in_scope(|| {
             tracing::info!(outcome = outcome_label, attempts, duration_ms, "Tool call finished.");
         });
-        crate::telemetry::metrics::tool_call(&call.name, outcome_label, attempts, started.elapsed());
+        crate::telemetry::metrics::tool_call(label, outcome_label, attempts, started.elapsed());
         if outcome_label == "rejected" {
             crate::telemetry::metrics::rejected("admission");
         }
@@ -418,7 +423,7 @@ impl Executor {
         );
         let on_retry = |attempt: u32, err: &BackendError, delay: Duration| {
             let mut error = err.to_tool_error();
-            crate::redact::Redactor::new(&registry.secrets, batch.state).redact_error(&mut error);
+            registry.redactor.redact_error(&mut error, batch.state);
             batch.emit(ExecEvent::AttemptFailed {
                 index,
                 id: call.id.clone(),
@@ -456,12 +461,21 @@ impl Executor {
                 .map_err(|retry_after| BackendError::Unavailable { retry_after })?;
             let result = self.backends.call(&tool.backend, &attempt).await;
             admission.record(result.as_ref().map(|_| ()));
-            result
+            // Masked before the retry loop logs it and before the excerpt is cut for the model.
+            result.map_err(|mut e| {
+                registry.redactor.redact_backend_error(&mut e, batch.state);
+                e
+            })
         })
         .await;
         match outcome.result {
             Ok(out) => {
-                let (value, truncated) = output::bound(out.value, out.truncated, tool.policy.max_output_bytes);
+                // A backend may echo what it was sent (its Authorization header, a URL with a
+                // key): mask the secrets in every string of the output, before it is cut.
+                // `state` values are not masked here: echoing them (a user's own id or name) is
+                // what many tools are for; errors mask them.
+                let value = registry.redactor.redact_output(out.value, out.truncated);
+                let (value, truncated) = output::bound(value, out.truncated, tool.policy.max_output_bytes);
                 Ran {
                     outcome: Outcome::Ok(value),
                     files: out.files,
@@ -500,6 +514,15 @@ impl Executor {
             .join(", ");
         if known.len() > MAX_LISTED_TOOLS {
             list.push_str(&format!(", … ({} more)", known.len() - MAX_LISTED_TOOLS));
+        }
+        if !crate::call::is_portable_tool_name(name) {
+            // Never a tool here (names are checked at load); not echoed: it may be huge or
+            // carry control characters.
+            return Err(ToolError::new(
+                ErrorKind::UnknownTool,
+                format!("The tool name is not valid: tool names are 1-64 of a-z A-Z 0-9 _ -. Available tools: {list}."),
+                false,
+            ));
         }
         Err(ToolError::new(
             ErrorKind::UnknownTool,

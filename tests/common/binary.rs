@@ -24,12 +24,19 @@ impl Binary {
     /// Starts `toolwire serve --config CONFIG --tools-dir TOOLS --log-format json` and waits
     /// for its `Listening.` line.
     pub fn start(config: &Path, tools: &Path) -> Self {
+        Self::start_format(config, tools, "json")
+    }
+
+    /// Like [`Binary::start`] with `--log-format FORMAT` (`json` or `pretty`; pretty without
+    /// colours, `NO_COLOR=1`).
+    pub fn start_format(config: &Path, tools: &Path, format: &str) -> Self {
         let mut child = Command::new(TOOLWIRE)
             .args(["serve", "--config"])
             .arg(config)
             .arg("--tools-dir")
             .arg(tools)
-            .args(["--log-format", "json"])
+            .args(["--log-format", format])
+            .env("NO_COLOR", "1")
             .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -46,6 +53,11 @@ impl Binary {
                 let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
                 if v["message"] == "Listening." {
                     let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
+                } else if line.contains("Listening.")
+                    && let Some(rest) = line.split("addr=").nth(1)
+                {
+                    let addr = rest.split_whitespace().next().unwrap_or_default().trim_matches('"');
+                    let _ = tx.send(addr.to_owned());
                 }
                 sink.lock().unwrap_or_else(PoisonError::into_inner).push(line);
             }
