@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 use toolwire::api::AppState;
+use toolwire::backend::reaper::Reaper;
+use toolwire::backend::shim::{self, ExecShim};
 use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
@@ -14,6 +16,7 @@ use toolwire::execute::{self, ExecuteRequest};
 use toolwire::executor::{ExecOptions, Executor};
 use toolwire::provider::{DeclareOptions, Provider};
 use toolwire::registry::{Registry, ToolFilter};
+use toolwire::tool::ResourceLimits;
 use toolwire::{server, shutdown, telemetry};
 
 fn main() -> ExitCode {
@@ -29,6 +32,18 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::ExecShim(args) => {
+            let limits = ResourceLimits {
+                address_space: args.address_space,
+                cpu_seconds: args.cpu,
+                open_files: args.open_files,
+                processes: args.processes,
+            };
+            // Returns only when the program could not be started.
+            let Err(e) = shim::exec(&limits, &args.command);
+            eprintln!("{} {e}", shim::FAILURE_PREFIX);
+            Ok(ExitCode::from(u8::try_from(shim::FAILURE_CODE).unwrap_or(127)))
+        }
         Command::Check(args) => {
             let config = load_config(&args.config)?;
             let result = Registry::load(&config.tools_dir, &config.defaults);
@@ -78,7 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let state = parse_state(args.state.as_deref())?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let result = runtime.block_on(async {
-                let executor = Executor::new(&config)?;
+                let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
                 anyhow::Ok(
                     execute::call_tool(
                         &executor,
@@ -115,7 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (provider, parsed) = execute::prepare(&req, config.limits.calls_per_request)?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
-                let executor = Executor::new(&config)?;
+                let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
                 anyhow::Ok(execute::run(&executor, &registry, provider, parsed, &req, &CancellationToken::new()).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
@@ -132,6 +147,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Serve(args) => {
+            // Before any secret is read: a non-dumpable process's /proc/<pid>/environ, mem and
+            // maps are closed to other processes of the same user (its tools), and it leaves no
+            // core dump. Only CAP_SYS_PTRACE opens them, and tools run without capabilities.
+            #[cfg(target_os = "linux")]
+            nix::sys::prctl::set_dumpable(false).context("making the server non-dumpable")?;
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {
                 config.listen = listen;
@@ -160,18 +180,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let listener = server::bind(config.listen, config.listen_backlog)
                     .with_context(|| format!("binding {}", config.listen))?;
                 let addr = listener.local_addr()?;
+                // Owned here and by the executor; its sweeping task stops with the runtime.
+                let reaper = Reaper::start();
+                tracing::debug!(subreaper = reaper.is_some(), "Subprocess reaper started.");
+                let shim = exec_shim();
+                let executor = Executor::new(&config)?.with_exec_shim(shim).with_reaper(reaper);
                 tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
-                let executor = Executor::new(&config)?;
                 let state = AppState::new(config, registry, executor);
-                // Both stop with the runtime when `serve` returns.
+                // Stops with the runtime when `serve` returns.
                 let _reloader = toolwire::reload::spawn(state.clone());
-                let subreaper = toolwire::backend::reaper::start();
-                tracing::debug!(subreaper, "Escaped-process reaper started.");
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")
             })?;
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The exec shim is this binary. Without one (its path cannot be found), tools run directly,
+/// with this process's capabilities; that is logged, not fatal.
+fn exec_shim() -> Option<ExecShim> {
+    match ExecShim::this_binary() {
+        Ok(shim) => Some(shim),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot find the toolwire binary for the exec shim; subprocess tools run without it.");
+            None
         }
     }
 }

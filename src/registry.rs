@@ -14,11 +14,13 @@ use serde_json::Value;
 
 use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
-use crate::config::tool_file::{ExecConfig, HttpConfig};
+use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, SizeValue};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::provider::{DeclareOptions, DeclareWarning, Declared, Provider, ToolDeclaration};
 use crate::template::{Segment, Template};
-use crate::tool::{BackendSpec, ExecSpec, HttpBody, HttpSpec, OutputMode, Policy, RetryPolicy, StdinMode, Tool};
+use crate::tool::{
+    BackendSpec, ExecSpec, HttpBody, HttpSpec, OutputMode, Policy, ResourceLimits, RetryPolicy, StdinMode, Tool,
+};
 
 /// The portable tool-name rule (OpenAI, Anthropic and Bedrock agree on it).
 static NAME_RE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^[a-zA-Z0-9_-]{1,64}$").ok());
@@ -352,7 +354,10 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             if !(config.egress_allow.is_empty() && config.egress_deny.is_empty()) {
                 c.error("egress_allow", "egress rules apply to HTTP tools only");
             }
-            check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec)
+            check_exec(exec, &known_args, &mut c).map(|mut spec| {
+                spec.state_paths = referenced_state_paths(&inject, &spec.args);
+                BackendSpec::Exec(spec)
+            })
         }
     };
 
@@ -422,6 +427,31 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             schema,
         ));
     }
+    if let Some(BackendSpec::Exec(e)) = &backend
+        && !name.is_empty()
+    {
+        let first_extra = exec_command_len(config.exec.as_ref());
+        let keyed: Vec<(String, &Template)> = e
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let key = if i + 1 < first_extra {
+                    format!("exec.command[{}]", i + 1)
+                } else {
+                    format!("exec.args[{}]", i + 1 - first_extra)
+                };
+                (key, t)
+            })
+            .collect();
+        c.out.extend(lint::lint_exec_args(
+            &file,
+            &c.prefix,
+            &name,
+            &keyed,
+            e.allow_option_values,
+        ));
+    }
     if let (Some(BackendSpec::Exec(e)), false) = (&backend, param_names.is_empty())
         && e.stdin == StdinMode::None
         && e.args.iter().all(Template::is_literal)
@@ -465,6 +495,34 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             .map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize))),
         source: file.clone(),
     })
+}
+
+/// How many elements `exec.command` has (program included), to name argv elements by key.
+fn exec_command_len(exec: Option<&ExecConfig>) -> usize {
+    exec.and_then(|e| e.command.as_ref()).map_or(0, Vec::len)
+}
+
+/// The request-state paths a tool references: every `inject` source and every `{state.…}`
+/// placeholder of its argv, in that order, without duplicates and without a path that lies
+/// inside another one already listed.
+fn referenced_state_paths(inject: &[(String, Vec<String>)], args: &[Template]) -> Vec<Vec<String>> {
+    let mut paths: Vec<Vec<String>> = Vec::new();
+    let candidates = inject.iter().map(|(_, p)| p.clone()).chain(
+        args.iter()
+            .flat_map(Template::placeholders)
+            .filter_map(|seg| match seg {
+                Segment::State(p) => Some(p.clone()),
+                _ => None,
+            }),
+    );
+    for p in candidates {
+        if paths.iter().any(|known| p.starts_with(known)) {
+            continue;
+        }
+        paths.retain(|known| !known.starts_with(&p));
+        paths.push(p);
+    }
+    paths
 }
 
 /// Compiles a tool schema: object root, bounded depth, no remote `$ref` (offline retriever),
@@ -745,6 +803,7 @@ fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         }
     }
     let cwd = exec.cwd.as_ref().map(PathBuf::from);
+    let limits = exec.limits.as_ref().map(|l| check_limits(l, c)).unwrap_or_default();
     Some(ExecSpec {
         program: program?,
         args,
@@ -752,7 +811,90 @@ fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         env,
         cwd,
         output,
+        allow_option_values: exec.allow_option_values.unwrap_or(false),
+        limits,
+        state_paths: Vec::new(),
     })
+}
+
+/// Most of any one limit: far above anything useful, low enough to never overflow `rlim_t`.
+const MAX_LIMIT: u64 = 1 << 62;
+
+/// Checks `exec.limits`; every value must be a positive number within range.
+fn check_limits(l: &LimitsConfig, c: &mut Checker<'_>) -> ResourceLimits {
+    let address_space = l.address_space.as_ref().and_then(|v| match parse_size(v) {
+        Ok(n) if n < 1024 * 1024 => {
+            c.error(
+                "exec.limits.address_space",
+                "must be at least 1MiB (no program starts with less)",
+            );
+            None
+        }
+        Ok(n) if n > MAX_LIMIT => {
+            c.error("exec.limits.address_space", "is too large");
+            None
+        }
+        Ok(n) => Some(n),
+        Err(e) => {
+            c.error("exec.limits.address_space", e);
+            None
+        }
+    });
+    let cpu_seconds = l.cpu.as_deref().and_then(|text| match HumanDuration::parse(text) {
+        Ok(d) if d.0.is_zero() => {
+            c.error("exec.limits.cpu", "must be greater than zero");
+            None
+        }
+        // RLIMIT_CPU counts whole seconds: round up so "500ms" still allows the process to run.
+        Ok(d) => Some(d.0.as_secs() + u64::from(d.0.subsec_nanos() > 0)),
+        Err(e) => {
+            c.error("exec.limits.cpu", e);
+            None
+        }
+    });
+    let mut count = |key: &str, v: Option<u64>| match v {
+        Some(0) => {
+            c.error(key, "must be at least 1 (leave it out for no limit)");
+            None
+        }
+        Some(n) if n > MAX_LIMIT => {
+            c.error(key, "is too large");
+            None
+        }
+        other => other,
+    };
+    ResourceLimits {
+        address_space,
+        cpu_seconds,
+        open_files: count("exec.limits.open_files", l.open_files),
+        processes: count("exec.limits.processes", l.processes),
+    }
+}
+
+/// Parses a size: a number of bytes, or a string with a unit — B, KiB, MiB, GiB, TiB (powers of
+/// 1024) or KB, MB, GB, TB (powers of 1000).
+fn parse_size(v: &SizeValue) -> Result<u64, String> {
+    let text = match v {
+        SizeValue::Bytes(n) => return Ok(*n),
+        SizeValue::Text(t) => t.trim(),
+    };
+    let split = text.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let bad = || format!("`{text}` is not a size; write e.g. \"512MiB\", \"2GiB\" or a number of bytes");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]

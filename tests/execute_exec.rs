@@ -17,7 +17,6 @@ use common::tools::{
     post_timed, result,
 };
 use serde_json::{Value, json};
-use toolwire::backend::reaper::MARKER;
 
 /// Slack on top of "deadline + kill grace" for the test's own round trips.
 const GRACE: Duration = Duration::from_millis(500);
@@ -305,7 +304,7 @@ async fn the_child_sees_only_the_tool_env_and_secrets_stay_out_of_errors() {
     // The server runs in this process: it has an environment (HOME, CARGO_*, …) to leak.
     let server_env: Vec<String> = std::env::vars()
         .map(|(k, _)| k)
-        .filter(|k| !["PATH", "PLAIN", "TOKEN", MARKER].contains(&k.as_str()))
+        .filter(|k| !["PATH", "PLAIN", "TOKEN"].contains(&k.as_str()))
         .collect();
     assert!(!server_env.is_empty());
     let env_tool = merge(
@@ -331,9 +330,8 @@ async fn the_child_sees_only_the_tool_env_and_secrets_stay_out_of_errors() {
     assert_eq!(r["ok"], json!(true), "{r}");
     let env = r["output"]["env"].as_object().unwrap();
     let keys: BTreeSet<&str> = env.keys().map(String::as_str).collect();
-    // The tool's env, the minimal PATH, and toolwire's own marker (for the escapee reaper).
-    assert_eq!(keys, BTreeSet::from(["PATH", "PLAIN", "TOKEN", MARKER]), "{env:?}");
-    assert_eq!(env[MARKER], json!(std::process::id().to_string()));
+    // Exactly the tool's env and the minimal PATH.
+    assert_eq!(keys, BTreeSet::from(["PATH", "PLAIN", "TOKEN"]), "{env:?}");
     assert!(server_env.iter().all(|k| !env.contains_key(k)));
     assert_eq!(env["TOKEN"], json!(SECRET), "the secret reaches the program");
     assert_eq!(env["PATH"], json!("/usr/local/bin:/usr/bin:/bin"));
@@ -366,7 +364,8 @@ async fn state_reaches_the_program_only_through_the_stdin_envelope_and_inject() 
     assert_eq!(r["ok"], json!(true), "{r}");
     assert_eq!(
         r["output"]["stdin"],
-        json!({"arguments": {"q": 1, "user_id": USER}, "state": state, "call": {"id": "c1", "attempt": 1}})
+        // Only the state the tool references (`inject`), not `org`.
+        json!({"arguments": {"q": 1, "user_id": USER}, "state": {"user_id": USER}, "call": {"id": "c1", "attempt": 1}})
     );
     assert_eq!(
         r["arguments"],

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod files;
 pub mod http;
 pub mod reaper;
+pub mod shim;
 pub mod subprocess;
 
 use std::time::Duration;

@@ -125,10 +125,46 @@ pub struct ExecConfig {
     pub cwd: Option<String>,
     /// `"text"` or `"json"`.
     pub output: Option<String>,
+    /// `true` lets a value starting with `-` fill an argument that starts with a placeholder
+    /// (refused by default: the program would read it as an option).
+    pub allow_option_values: Option<bool>,
+    /// Resource limits of the process.
+    pub limits: Option<LimitsConfig>,
 }
 
 /// Keys of [`ExecConfig`].
-pub const EXEC_KEYS: &[&str] = &["command", "args", "stdin", "env", "cwd", "output"];
+pub const EXEC_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "stdin",
+    "env",
+    "cwd",
+    "output",
+    "allow_option_values",
+    "limits",
+];
+
+/// `exec.limits = { address_space = "512MiB", cpu = "10s", open_files = 256, processes = 64 }`.
+#[derive(Debug, Default, Deserialize)]
+pub struct LimitsConfig {
+    /// Bytes: a number, or a string with a unit (`"512MiB"`, `"2GiB"`, `"100MB"`).
+    pub address_space: Option<SizeValue>,
+    /// CPU time, a duration (`"10s"`, `"2m"`); whole seconds, rounded up.
+    pub cpu: Option<String>,
+    pub open_files: Option<u64>,
+    pub processes: Option<u64>,
+}
+
+/// Keys of [`LimitsConfig`].
+pub const LIMITS_KEYS: &[&str] = &["address_space", "cpu", "open_files", "processes"];
+
+/// A size written as a number of bytes or as a string with a unit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
 
 /// The known keys at a key path (`tools[0].http` → [`HTTP_KEYS`]), for suggestions.
 pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
@@ -136,6 +172,7 @@ pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
         "" => FILE_KEYS,
         "http" => HTTP_KEYS,
         "exec" => EXEC_KEYS,
+        "limits" => LIMITS_KEYS,
         "retry" => RETRY_KEYS,
         _ => TOOL_KEYS,
     }
@@ -156,7 +193,9 @@ mod tests {
             "max_output_bytes": 1, "max_read_bytes": 1, "kill_grace": "1s",
             "retry": {"max_attempts": 1, "backoff": "1s", "max_backoff": "1s"},
             "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {}},
-            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"},
+            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json",
+                "allow_option_values": true,
+                "limits": {"address_space": "1MiB", "cpu": "1s", "open_files": 8, "processes": 8}},
             "egress_allow": [], "egress_deny": [], "replay": true
         });
         let obj = v.as_object().unwrap();
@@ -167,5 +206,6 @@ mod tests {
         assert_eq!(obj["http"].as_object().unwrap().len(), HTTP_KEYS.len());
         assert_eq!(obj["exec"].as_object().unwrap().len(), EXEC_KEYS.len());
         assert_eq!(obj["retry"].as_object().unwrap().len(), RETRY_KEYS.len());
+        assert_eq!(obj["exec"]["limits"].as_object().unwrap().len(), LIMITS_KEYS.len());
     }
 }

@@ -72,6 +72,8 @@ pub struct Executor {
     breakers: Arc<breaker::Breakers>,
     /// Where results are kept for replay-safe execution (`None` when disabled).
     replay: Option<Arc<dyn replay::ReplayStore>>,
+    /// The exec shim and the reaper for subprocess tools (none unless set by the binary).
+    exec: subprocess::ExecContext,
 }
 
 /// Why the executor could not be built.
@@ -151,7 +153,23 @@ impl Executor {
                     config.replay.max_bytes,
                 )) as Arc<dyn replay::ReplayStore>
             }),
+            exec: subprocess::ExecContext::default(),
         })
+    }
+
+    /// Runs subprocess tools through `shim` (resource limits, no capabilities; see
+    /// [`crate::backend::shim`]). Without one, programs are started directly and a tool with
+    /// `exec.limits` fails to start.
+    pub fn with_exec_shim(mut self, shim: Option<crate::backend::shim::ExecShim>) -> Self {
+        self.exec.shim = shim;
+        self
+    }
+
+    /// Registers every subprocess with `reaper`, the subreaper's sweep (see
+    /// [`crate::backend::reaper`]).
+    pub fn with_reaper(mut self, reaper: Option<Arc<crate::backend::reaper::Reaper>>) -> Self {
+        self.exec.reaper = reaper;
+        self
     }
 
     /// Replaces the replay store (e.g. with one shared by several replicas).
@@ -428,7 +446,7 @@ impl Executor {
                 .map_err(|retry_after| BackendError::Unavailable { retry_after })?;
             let result = match &tool.backend {
                 BackendSpec::Http(spec) => self.http.call(spec, &attempt).await,
-                BackendSpec::Exec(spec) => subprocess::call(spec, &attempt).await,
+                BackendSpec::Exec(spec) => subprocess::call_in(&self.exec, spec, &attempt).await,
             };
             admission.record(result.as_ref().map(|_| ()));
             result
