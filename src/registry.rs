@@ -507,14 +507,18 @@ fn exec_command_len(exec: Option<&ExecConfig>) -> usize {
 /// inside another one already listed.
 fn referenced_state_paths(inject: &[(String, Vec<String>)], args: &[Template]) -> Vec<Vec<String>> {
     let mut paths: Vec<Vec<String>> = Vec::new();
-    let candidates = inject.iter().map(|(_, p)| p.clone()).chain(
-        args.iter()
-            .flat_map(Template::placeholders)
-            .filter_map(|seg| match seg {
-                Segment::State(p) => Some(p.clone()),
-                _ => None,
-            }),
-    );
+    let candidates =
+        inject
+            .iter()
+            .map(|(_, p)| p.clone())
+            .chain(
+                args.iter()
+                    .flat_map(Template::placeholders)
+                    .filter_map(|seg| match seg {
+                        Segment::State(p) => Some(p.clone()),
+                        _ => None,
+                    }),
+            );
     for p in candidates {
         if paths.iter().any(|known| p.starts_with(known)) {
             continue;

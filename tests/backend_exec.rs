@@ -145,11 +145,17 @@ async fn environment_is_cleared_to_spec_env_plus_minimal_path() {
     s.env = vec![("API_BASE".into(), "http://svc:9000".into())];
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
     // Exactly the tool's env and PATH, nothing of toolwire's own.
-    assert_eq!(out.value["env"], json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH}));
+    assert_eq!(
+        out.value["env"],
+        json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH})
+    );
 
     s.env.push(("PATH".into(), "/opt/tool/bin".into()));
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
-    assert_eq!(out.value["env"], json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin"}));
+    assert_eq!(
+        out.value["env"],
+        json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin"})
+    );
 }
 
 #[tokio::test]
@@ -168,9 +174,14 @@ async fn stdin_json_receives_the_envelope() {
     s.stdin = StdinMode::Json;
     // The envelope carries the state paths the tool references, nothing else.
     s.state_paths = vec![vec!["user_id".to_owned()]];
-    let out = run(&s, json!({"city": "Paris"}), json!({"user_id": "u-42", "other": 1}), 1000)
-        .await
-        .unwrap();
+    let out = run(
+        &s,
+        json!({"city": "Paris"}),
+        json!({"user_id": "u-42", "other": 1}),
+        1000,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         out.value["stdin"],
         json!({

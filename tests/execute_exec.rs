@@ -279,7 +279,8 @@ async fn injection_strings_arrive_as_single_literal_arguments() {
         .collect();
     let t = merge(
         exec_tool("echo", &["echo"]),
-        json!({"exec": {"args": args}, "parameters": {"type": "object", "properties": props}}),
+        // `-o /tmp/x` starts with `-`: refused unless the tool opts out (tests/security_exec.rs).
+        json!({"exec": {"args": args, "allow_option_values": true}, "parameters": {"type": "object", "properties": props}}),
     );
     let tools = ToolsDir::new(&[t]);
     let server = TestServer::start_without_replay(tools.path()).await;

@@ -168,7 +168,10 @@ impl Reaper {
                 // Still in the group of a running call: that call's end kills it.
                 continue;
             }
-            tracing::warn!(pid, "Killing a tool process that outlived its call (escaped its process group).");
+            tracing::warn!(
+                pid,
+                "Killing a tool process that outlived its call (escaped its process group)."
+            );
             if stat.pgrp == pid && stat.pgrp != self.my_group {
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             }

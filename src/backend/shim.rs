@@ -5,7 +5,7 @@
 //! program of its own: the toolwire binary itself, started as `toolwire __exec-shim [limits] --
 //! PROGRAM ARGS…`. The shim
 //! 1. applies the tool's resource limits (`setrlimit`, soft = hard, so the program cannot raise
-//!    them again);
+//!    them again; for CPU time the hard limit is one second above, so SIGXCPU comes first);
 //! 2. drops every capability when it has any (a server running as root, or with file or
 //!    ambient capabilities): the bounding set (when it holds `CAP_SETPCAP`), then the ambient,
 //!    inheritable, effective and permitted sets, and sets `no_new_privs`, so the program starts
@@ -95,7 +95,10 @@ pub enum ShimError {
     #[error("an argument contains a NUL byte")]
     Nul,
     #[error("cannot set the {limit} limit: {errno}")]
-    Limit { limit: &'static str, errno: nix::errno::Errno },
+    Limit {
+        limit: &'static str,
+        errno: nix::errno::Errno,
+    },
     #[error("cannot drop capabilities: {0}")]
     Capabilities(String),
     #[error("{program}: {errno}")]
@@ -122,7 +125,7 @@ pub fn exec(limits: &ResourceLimits, command: &[OsString]) -> Result<Infallible,
 }
 
 /// Sets each limit as soft = hard = min(value, current hard limit), so it works unprivileged
-/// and cannot be raised by the program.
+/// and cannot be raised by the program (CPU time: hard = soft + 1 s, see below).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn apply_limits(limits: &ResourceLimits) -> Result<(), ShimError> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
@@ -134,8 +137,15 @@ fn apply_limits(limits: &ResourceLimits) -> Result<(), ShimError> {
     ] {
         let Some(value) = value else { continue };
         let (_, hard) = getrlimit(resource).map_err(|errno| ShimError::Limit { limit, errno })?;
-        let v = value.min(hard);
-        setrlimit(resource, v, v).map_err(|errno| ShimError::Limit { limit, errno })?;
+        let soft = value.min(hard);
+        // CPU: the kernel sends SIGXCPU at the soft limit but SIGKILL at the hard one; one more
+        // second of hard limit lets the program end by the telling SIGXCPU (or clean up).
+        let hard = if resource == Resource::RLIMIT_CPU {
+            soft.saturating_add(1).min(hard)
+        } else {
+            soft
+        };
+        setrlimit(resource, soft, hard).map_err(|errno| ShimError::Limit { limit, errno })?;
     }
     Ok(())
 }

@@ -82,7 +82,12 @@ pub fn lint_exec_args(
         } else {
             "starts with a placeholder but no literal \"--\" comes before it: a value starting with `-` would be an option, so it is refused at run time; put \"--\" before it if the program accepts one"
         };
-        out.push(Diagnostic::warning(file, Some(name), format!("{prefix}.{key}"), message.to_owned()));
+        out.push(Diagnostic::warning(
+            file,
+            Some(name),
+            format!("{prefix}.{key}"),
+            message.to_owned(),
+        ));
     }
     out
 }

@@ -12,6 +12,12 @@ use nix::unistd::Pid;
 
 pub const TOOLWIRE: &str = env!("CARGO_BIN_EXE_toolwire");
 
+/// The binary to run: [`TOOLWIRE`], or `TOOLWIRE_TEST_BIN` when set (a copy taken right after
+/// the build, where several checkouts share one target directory and overwrite its binary).
+pub fn toolwire_bin() -> String {
+    std::env::var("TOOLWIRE_TEST_BIN").unwrap_or_else(|_| TOOLWIRE.to_owned())
+}
+
 /// A running server process; dropping it kills it (SIGKILL) and reaps it.
 pub struct Binary {
     child: Child,
@@ -24,7 +30,12 @@ impl Binary {
     /// Starts `toolwire serve --config CONFIG --tools-dir TOOLS --log-format json` and waits
     /// for its `Listening.` line.
     pub fn start(config: &Path, tools: &Path) -> Self {
-        let mut child = Command::new(TOOLWIRE)
+        Self::start_with_env(config, tools, &[])
+    }
+
+    /// Like [`Binary::start`], with extra environment variables for the server process.
+    pub fn start_with_env(config: &Path, tools: &Path, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(toolwire_bin())
             .args(["serve", "--config"])
             .arg(config)
             .arg("--tools-dir")
@@ -32,6 +43,7 @@ impl Binary {
             .args(["--log-format", "json"])
             .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
