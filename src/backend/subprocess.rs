@@ -2,16 +2,26 @@
 //!
 //! # What the child gets
 //! - **argv, never a shell.** The program is `spec.program`; every `spec.args` template renders
-//!   to exactly one argv element, so `$(id)`, `; rm -rf /`, `-o /tmp/x` or `a b` arrive as one
-//!   literal argument each. A NUL byte in a rendered argument is rejected before spawning
+//!   to exactly one argv element, so `$(id)`, `; rm -rf /` or `a b` arrive as one literal
+//!   argument each. A NUL byte in a rendered argument is rejected before spawning
 //!   ([`BackendError::InvalidArgument`]); every other spawn failure (missing program, not
 //!   executable, `E2BIG` for an oversized argv) is [`BackendError::Spawn`].
-//! - **A cleared environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`] (unless
-//!   `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets) reaches
-//!   the child. A relative `program` is looked up in that `PATH`, not the server's.
+//! - **No option injection.** The program still parses its argv: an element that *starts* with a
+//!   placeholder and renders to something starting with `-` would be an option (`grep {pattern}
+//!   file` with `-r`). It is refused ([`BackendError::InvalidArgument`], which the model can
+//!   repair) unless a literal `--` element comes before it or the tool sets
+//!   `allow_option_values`.
+//! - **Exactly the configured environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`]
+//!   (unless `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets)
+//!   reaches the child. A relative `program` is looked up in that `PATH`, not the server's.
+//! - **The exec shim**, when the executor has one ([`ExecContext::shim`]): the child is
+//!   `toolwire __exec-shim`, which sets `spec.limits`, drops every capability and execs the
+//!   program (see [`super::shim`]). Its own failure line becomes [`BackendError::Spawn`].
+//!   Without a shim the program is spawned directly and a tool with limits fails to start.
 //! - **stdin**: `/dev/null`, or with `stdin = "json"` the envelope
-//!   `{"arguments", "state", "call": {"id", "attempt"}}`, written by its own task so a child that
-//!   never reads stdin cannot block us (a broken pipe is ignored).
+//!   `{"arguments", "state", "call": {"id", "attempt"}}` — `state` holding only the paths the
+//!   tool references (`spec.state_paths`) — written by its own task so a child that never reads
+//!   stdin cannot block us (a broken pipe is ignored).
 //! - Its own **process group** (`process_group(0)`), so the whole group can be signalled.
 //!
 //! # What we read
@@ -36,8 +46,10 @@
 //! # What the cleanup reaches, and what it does not
 //! Signals go to the **process group** only. A descendant that calls `setsid`/`setpgid` or
 //! double-forks into another group escapes it and survives the call (and may keep our pipes
-//! open: the drain bound above still ends the call). Containing those needs a subreaper
-//! (`PR_SET_CHILD_SUBREAPER`) or a cgroup per call; that is a separate, later change.
+//! open: the drain bound above still ends the call). Under `serve`, such escapees and the
+//! zombies of killed group members are re-parented to toolwire (a subreaper) and handled by
+//! [`super::reaper`]: the child is registered there ([`ExecContext::reaper`]) from spawn until
+//! it is reaped, so the reaper never takes its exit status.
 //! The group is signalled once more after the child has been reaped; if by then the group is
 //! empty, its id could in theory have been reused by an unrelated new group in that
 //! microsecond window — the same trade-off other tool runners (codex, pants) make.
