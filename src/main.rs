@@ -87,6 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call(args) => {
+            non_dumpable()?;
             let config = load_config(&args.config)?;
             let registry = load_registry(&config)?;
             let arguments: serde_json::Value = serde_json::from_str(&args.args).context("--args is not valid JSON")?;
@@ -114,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Execute(args) => {
+            non_dumpable()?;
             let config = load_config(&args.config)?;
             let registry = load_registry(&config)?;
             let mut input = String::new();
@@ -147,11 +149,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Serve(args) => {
-            // Before any secret is read: a non-dumpable process's /proc/<pid>/environ, mem and
-            // maps are closed to other processes of the same user (its tools), and it leaves no
-            // core dump. Only CAP_SYS_PTRACE opens them, and tools run without capabilities.
-            #[cfg(target_os = "linux")]
-            nix::sys::prctl::set_dumpable(false).context("making the server non-dumpable")?;
+            non_dumpable()?;
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {
                 config.listen = listen;
@@ -196,6 +194,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Called before any secret is read by the commands that run tools: a non-dumpable process's
+/// `/proc/<pid>/environ`, `mem` and `maps` are closed to other processes of the same user (its
+/// tools), and it leaves no core dump. Only `CAP_SYS_PTRACE` opens them, and tools run without
+/// capabilities (the exec shim).
+fn non_dumpable() -> anyhow::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_dumpable(false).context("making the process non-dumpable")?;
+    Ok(())
 }
 
 /// The exec shim is this binary. Without one (its path cannot be found), tools run directly,

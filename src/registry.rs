@@ -940,6 +940,73 @@ url = "http://127.0.0.1:1/w/{city}"
     }
 
     #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        let t = |s: &str| parse_size(&SizeValue::Text(s.to_owned()));
+        assert_eq!(t("512MiB"), Ok(512 << 20));
+        assert_eq!(t("2 GiB"), Ok(2 << 30));
+        assert_eq!(t("100MB"), Ok(100_000_000));
+        assert_eq!(t("4096"), Ok(4096));
+        assert_eq!(parse_size(&SizeValue::Bytes(7)), Ok(7));
+        assert!(t("lots").is_err());
+        assert!(t("1.5GiB").is_err());
+        assert!(t("99999999999TiB").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn referenced_state_paths_are_inject_sources_and_state_placeholders() {
+        let args = vec![
+            Template::parse("{state.org.id}").unwrap(),
+            Template::parse("x{state.user.id}{q}").unwrap(),
+            Template::parse("{state.org}").unwrap(),
+        ];
+        let inject = vec![("uid".to_owned(), vec!["user".to_owned(), "id".to_owned()])];
+        let paths = referenced_state_paths(&inject, &args);
+        // `org` covers `org.id`; `user.id` appears once.
+        assert_eq!(
+            paths,
+            vec![vec!["user".to_owned(), "id".to_owned()], vec!["org".to_owned()]]
+        );
+    }
+
+    #[test]
+    fn exec_options_and_limits_are_read_and_checked() {
+        let reg = build(
+            r#"[[tools]]
+name = "search_files"
+description = "Search the files for a pattern and return the matching lines."
+parameters = { pattern = { type = "string", description = "The pattern." } }
+[tools.exec]
+command = ["grep", "--", "{pattern}", "file"]
+allow_option_values = true
+limits = { address_space = "64MiB", cpu = "1500ms", open_files = 32, processes = 8 }
+"#,
+        )
+        .unwrap();
+        let BackendSpec::Exec(e) = &reg.get("search_files").unwrap().backend else {
+            panic!("an exec tool");
+        };
+        assert!(e.allow_option_values);
+        assert_eq!(
+            e.limits,
+            ResourceLimits {
+                address_space: Some(64 << 20),
+                cpu_seconds: Some(2),
+                open_files: Some(32),
+                processes: Some(8)
+            }
+        );
+        let errs = build(
+            "[[tools]]\nname = \"run_x\"\n[tools.exec]\ncommand = [\"x\"]\nlimits = { address_space = 1000, processes = 0 }\n",
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = errs.iter().filter(|d| d.is_error()).map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["tools[0].exec.limits.address_space", "tools[0].exec.limits.processes"]
+        );
+    }
+
+    #[test]
     fn placeholder_in_host_is_rejected() {
         let errs =
             build("[[tools]]\nname = \"get_x\"\nparameters = { h = \"string\" }\n[tools.http]\nurl = \"http://{h}\"\n")

@@ -313,7 +313,7 @@ fn a_tool_cannot_read_the_server_environment() {
     std::fs::write(
         tools.join("t.json"),
         json!({"tools": [
-            raw_tool("read_parent_env", &["/bin/sh", "-c", "cat /proc/$PPID/environ | tr '\\0' '\\n'"], json!({})),
+            raw_tool("read_parent_env", &["/bin/sh", "-c", "cat /proc/$PPID/environ"], json!({})),
             raw_tool("read_parent_mem", &["/bin/sh", "-c", "head -c 64 /proc/$PPID/maps"], json!({})),
             raw_tool("show_status", &["cat", "/proc/self/status"], json!({})),
             raw_tool("show_parent", &["/bin/sh", "-c", "echo $PPID"], json!({})),
@@ -337,16 +337,8 @@ fn a_tool_cannot_read_the_server_environment() {
     for tool in ["read_parent_env", "read_parent_mem"] {
         let r = rt.block_on(call_binary(&client, &server, tool, json!({})));
         assert!(!r.to_string().contains(SECRET), "{tool} read the server's secret: {r}");
-        if tool == "read_parent_env" {
-            // `cat` failed; the pipeline's status is `tr`'s, so look at what was printed.
-            assert!(
-                r["output"].as_str().is_none_or(|o| o.trim().is_empty()),
-                "{tool} printed the server's environment: {r}"
-            );
-        } else {
-            assert_eq!(r["ok"], json!(false), "{tool}: {r}");
-            assert!(message(&r).contains("Permission denied"), "{r}");
-        }
+        assert_error(&r, "nonzero_exit", false, 1);
+        assert!(message(&r).contains("Permission denied"), "{tool}: {r}");
     }
 
     let r = rt.block_on(call_binary(&client, &server, "show_status", json!({})));

@@ -608,6 +608,25 @@ mod tests {
     }
 
     #[test]
+    fn requested_state_keeps_only_the_referenced_paths() {
+        let spec = ExecSpec {
+            state_paths: vec![
+                vec!["user".into(), "id".into()],
+                vec!["org".into()],
+                vec!["missing".into(), "x".into()],
+            ],
+            ..ExecSpec::default()
+        };
+        let state = json!({"user": {"id": "u", "token": "t"}, "org": {"id": 1, "b": 2}, "key": "k"});
+        assert_eq!(
+            requested_state(&spec, &state),
+            json!({"user": {"id": "u"}, "org": {"id": 1, "b": 2}})
+        );
+        assert_eq!(requested_state(&ExecSpec::default(), &state), json!({}));
+        assert_eq!(requested_state(&spec, &Value::Null), json!({}));
+    }
+
+    #[test]
     fn signal_names() {
         assert_eq!(signal_name(11), "SIGSEGV");
         assert_eq!(signal_name(9), "SIGKILL");
