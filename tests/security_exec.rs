@@ -97,7 +97,11 @@ async fn an_option_looking_value_is_refused_where_it_leads_an_argv_element() {
         json!({"parameters": string_param("flag"), "exec": {"allow_option_values": true}}),
     );
     let state_led = exec_tool("echo_state", &["echo", "{state.mode}"]);
-    let tools = ToolsDir::new(&[search, guarded, opted_out, state_led]);
+    let pair = merge(
+        exec_tool("echo_pair", &["echo", "{first}{second}"]),
+        json!({"parameters": {"properties": {"first": {"type": "string"}, "second": {"type": "string"}}}}),
+    );
+    let tools = ToolsDir::new(&[search, guarded, opted_out, state_led, pair]);
     let server = TestServer::start_without_replay(tools.path()).await;
 
     let r = call(&server, "search_file", json!({"pattern": "-rv"})).await;
@@ -133,6 +137,13 @@ async fn an_option_looking_value_is_refused_where_it_leads_an_argv_element() {
     assert_eq!(status, 200);
     assert_error(&r, "invalid_arguments", false, 1);
     assert!(message(&r).contains("`state.mode`"), "{r}");
+
+    // An empty first placeholder does not hide the second one's leading `-`.
+    let r = call(&server, "echo_pair", json!({"first": "", "second": "-x"})).await;
+    assert_error(&r, "invalid_arguments", false, 1);
+    assert!(message(&r).contains("`second`"), "{r}");
+    let r = call(&server, "echo_pair", json!({"first": "a", "second": "-x"})).await;
+    assert_eq!(r["output"]["argv"], json!([FAULTPROC, "echo", "a-x"]), "{r}");
     server.stop().await;
 }
 

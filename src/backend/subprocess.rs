@@ -71,7 +71,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use super::reaper::Reaper;
 use super::shim::{self, ExecShim};
 use super::{Attempt, BackendError, Output};
-use crate::template::Segment;
+use crate::template::{Segment, Template};
 use crate::tool::{ExecSpec, OutputMode, StdinMode};
 
 /// The `PATH` a child gets unless the tool sets its own: the standard system directories only,
@@ -292,12 +292,7 @@ fn render_args(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Vec<String>, Ba
                 i + 1
             )));
         }
-        let placeholder_led = match t.segments.first() {
-            Some(Segment::Arg(name)) => Some(name.clone()),
-            Some(Segment::State(path)) => Some(format!("state.{}", path.join("."))),
-            _ => None,
-        };
-        if let Some(name) = placeholder_led
+        if let Some(name) = leading_placeholder(t, attempt)
             && arg.starts_with('-')
             && !after_double_dash
             && !spec.allow_option_values
@@ -314,6 +309,27 @@ fn render_args(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Vec<String>, Ba
         out.push(arg);
     }
     Ok(out)
+}
+
+/// When `t` starts with a placeholder: the name of the placeholder that supplies the first
+/// character of the rendered element (the first one with a non-empty value), for the error.
+fn leading_placeholder(t: &Template, attempt: &Attempt<'_>) -> Option<String> {
+    let name = |seg: &Segment| match seg {
+        Segment::Arg(name) => Some(name.clone()),
+        Segment::State(path) => Some(format!("state.{}", path.join("."))),
+        Segment::Literal(_) => None,
+    };
+    let first = name(t.segments.first()?)?;
+    let supplying = t
+        .segments
+        .iter()
+        .map_while(|seg| name(seg).map(|n| (seg, n)))
+        .find(|(seg, _)| {
+            crate::template::lookup(seg, attempt.arguments, attempt.state)
+                .is_some_and(|v| !crate::template::scalar_text(v).is_empty())
+        })
+        .map(|(_, n)| n);
+    Some(supplying.unwrap_or(first))
 }
 
 /// The `state` of the stdin envelope: only the paths the tool references (`inject` sources,
