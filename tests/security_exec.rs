@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::binary::{Binary, toolwire_bin};
 use common::proc_watch::{pids_with_arg, unique_marker};
 use common::server::TestServer;
-use common::tools::{FAULTPROC, ToolsDir, assert_error, exec_tool, merge, message};
+use common::tools::{FAULTPROC, ToolsDir, assert_error, exec_tool, execute_body, merge, message};
 use serde_json::{Value, json};
 
 /// A tool that runs `argv` directly (no faultproc) with text output.
@@ -229,7 +229,8 @@ fn children_of(parent: u32) -> Vec<(u32, char, String)> {
 
 /// The case: every call of a tool that leaves a background child behind used to leave
 /// one zombie child of the server, forever. 50 calls later the server has no zombie child and
-/// nothing the tools started survives (a `setsid` escapee included).
+/// nothing the tools started survives (a `setsid` escapee included); 16 parallel calls on top
+/// all succeed.
 #[test]
 fn background_children_of_tools_leave_no_zombie_and_no_survivor() {
     let dir = tempfile::tempdir().unwrap();
@@ -251,6 +252,28 @@ fn background_children_of_tools_leave_no_zombie_and_no_survivor() {
         assert_eq!(r["ok"], json!(true), "call {i}: {r}");
         assert_eq!(r["output"], json!("hi\n"));
     }
+    // Parallel calls: sweeps run while other tool processes start and exit, and must never take
+    // a running tool's exit status (its call would fail) nor kill it.
+    let calls: Vec<(String, &str, Value)> = (0..16)
+        .map(|i| (format!("p{i}"), "leave_background", json!({})))
+        .collect();
+    let calls: Vec<(&str, &str, Value)> = calls.iter().map(|(id, n, a)| (id.as_str(), *n, a.clone())).collect();
+    let resp: Value = rt.block_on(async {
+        client
+            .post(server.url("/v1/execute"))
+            .json(&execute_body(&calls))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    for r in resp["results"].as_array().unwrap() {
+        assert_eq!(r["ok"], json!(true), "{resp}");
+        assert_eq!(r["output"], json!("hi\n"), "{resp}");
+    }
+    assert_eq!(resp["results"].as_array().unwrap().len(), 16, "{resp}");
     let start = Instant::now();
     loop {
         let children = children_of(server.pid());
