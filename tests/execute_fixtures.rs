@@ -17,7 +17,6 @@ use common::tools::{ToolsDir, exec_tool, merge};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-const TOOLWIRE: &str = env!("CARGO_BIN_EXE_toolwire");
 
 /// One fixture: folder (provider), stem, raw body, expectation.
 struct Fixture {
@@ -247,7 +246,7 @@ async fn every_provider_fixture_executes_and_every_call_is_answered() {
 
 /// Runs the real binary with `stdin`; returns (exit code, stdout JSON, stderr).
 async fn toolwire(args: &[&str], stdin: &str) -> (i32, Value, String) {
-    let mut child = tokio::process::Command::new(TOOLWIRE)
+    let mut child = tokio::process::Command::new(common::binary::toolwire_bin())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
