@@ -17,7 +17,6 @@ use common::tools::{ToolsDir, exec_tool, merge};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-
 /// One fixture: folder (provider), stem, raw body, expectation.
 struct Fixture {
     provider: String,
