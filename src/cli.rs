@@ -47,6 +47,30 @@ pub enum Command {
     /// Probe a running server's /readyz; exit 0 when ready. Needs nothing but this binary, so
     /// container HEALTHCHECKs can use it.
     Health(HealthArgs),
+    /// Internal: starts a tool's program with its resource limits and without capabilities
+    /// (see `backend::shim`). Run by toolwire itself, never by hand.
+    #[command(name = "__exec-shim", hide = true)]
+    ExecShim(ExecShimArgs),
+}
+
+/// `toolwire __exec-shim [LIMITS] -- PROGRAM ARGS…` (internal).
+#[derive(Debug, Args)]
+pub struct ExecShimArgs {
+    /// RLIMIT_AS in bytes.
+    #[arg(long)]
+    pub address_space: Option<u64>,
+    /// RLIMIT_CPU in seconds.
+    #[arg(long)]
+    pub cpu: Option<u64>,
+    /// RLIMIT_NOFILE.
+    #[arg(long)]
+    pub open_files: Option<u64>,
+    /// RLIMIT_NPROC.
+    #[arg(long)]
+    pub processes: Option<u64>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `toolwire health`.

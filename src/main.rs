@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 use toolwire::api::AppState;
+use toolwire::backend::reaper::Reaper;
+use toolwire::backend::shim::{self, ExecShim};
 use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
@@ -14,6 +16,7 @@ use toolwire::executor::Executor;
 use toolwire::provider::catalog::{self, ToolFilter};
 use toolwire::provider::{DeclareOptions, Provider};
 use toolwire::registry::Registry;
+use toolwire::tool::ResourceLimits;
 use toolwire::turn::{self, ExecOptions, ExecuteRequest};
 use toolwire::{server, shutdown, telemetry};
 
@@ -30,6 +33,18 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::ExecShim(args) => {
+            let limits = ResourceLimits {
+                address_space: args.address_space,
+                cpu_seconds: args.cpu,
+                open_files: args.open_files,
+                processes: args.processes,
+            };
+            // Returns only when the program could not be started.
+            let Err(e) = shim::exec(&limits, &args.command);
+            eprintln!("{} {e}", shim::FAILURE_PREFIX);
+            Ok(ExitCode::from(u8::try_from(shim::FAILURE_CODE).unwrap_or(127)))
+        }
         Command::Check(args) => {
             let config = load_config(&args.config)?;
             let result = Registry::load(&config.tools_dir, &config.defaults);
@@ -72,13 +87,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call(args) => {
+            non_dumpable()?;
             let config = load_config(&args.config)?;
             let registry = load_registry(&config)?;
             let arguments: serde_json::Value = serde_json::from_str(&args.args).context("--args is not valid JSON")?;
             let state = parse_state(args.state.as_deref())?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let result = runtime.block_on(async {
-                let executor = Executor::new(&config)?;
+                let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
                 let cancel = CancellationToken::new();
                 let ctx = turn::Context {
                     executor: &executor,
@@ -96,6 +112,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Execute(args) => {
+            non_dumpable()?;
             let config = load_config(&args.config)?;
             let registry = load_registry(&config)?;
             let mut input = String::new();
@@ -112,7 +129,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (provider, parsed) = turn::prepare(&req, config.limits.calls_per_request)?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
-                let executor = Executor::new(&config)?;
+                let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
                 let cancel = CancellationToken::new();
                 let ctx = turn::Context {
                     executor: &executor,
@@ -136,6 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Serve(args) => {
+            non_dumpable()?;
             let mut config = load_config(&args.config)?;
             if let Some(listen) = args.listen {
                 config.listen = listen;
@@ -165,18 +183,42 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let listener = server::bind(config.listen, config.listen_backlog)
                     .with_context(|| format!("binding {}", config.listen))?;
                 let addr = listener.local_addr()?;
+                // Owned here and by the executor; its sweeping task stops with the runtime.
+                let reaper = Reaper::start();
+                tracing::debug!(subreaper = reaper.is_some(), "Subprocess reaper started.");
+                let shim = exec_shim();
+                let executor = Executor::new(&config)?.with_exec_shim(shim).with_reaper(reaper);
                 tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
-                let executor = Executor::new(&config)?;
                 let state = AppState::new(config, registry, executor);
-                // Both stop with the runtime when `serve` returns.
+                // Stops with the runtime when `serve` returns.
                 let _reloader = toolwire::reload::spawn(state.clone());
-                let subreaper = toolwire::backend::reaper::start();
-                tracing::debug!(subreaper, "Escaped-process reaper started.");
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")
             })?;
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Called before any secret is read by the commands that run tools: a non-dumpable process's
+/// `/proc/<pid>/environ`, `mem` and `maps` are closed to other processes of the same user (its
+/// tools), and it leaves no core dump. Only `CAP_SYS_PTRACE` opens them, and tools run without
+/// capabilities (the exec shim).
+fn non_dumpable() -> anyhow::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_dumpable(false).context("making the process non-dumpable")?;
+    Ok(())
+}
+
+/// The exec shim is this binary. Without one (its path cannot be found), tools run directly,
+/// with this process's capabilities; that is logged, not fatal.
+fn exec_shim() -> Option<ExecShim> {
+    match ExecShim::this_binary() {
+        Ok(shim) => Some(shim),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot find the toolwire binary for the exec shim; subprocess tools run without it.");
+            None
         }
     }
 }

@@ -15,12 +15,12 @@ use serde_json::Value;
 use crate::backend::tls::{self, TlsPaths, ToolTls};
 use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
-use crate::config::tool_file::{ExecConfig, HttpConfig, TlsConfig};
+use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, SizeValue, TlsConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::template::{Segment, Template};
 use crate::tool::{
-    ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, RetryPolicy, StdinMode,
-    Tool,
+    ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, ResourceLimits,
+    RetryPolicy, StdinMode, Tool,
 };
 
 /// The portable tool-name rule (OpenAI, Anthropic and Bedrock agree on it).
@@ -285,7 +285,7 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             if !(config.egress_allow.is_empty() && config.egress_deny.is_empty()) {
                 c.error("egress_allow", "egress rules apply to HTTP tools only");
             }
-            check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec)
+            check_exec(exec, &known_args, &mut c).map(|spec| BackendSpec::Exec(spec))
         }
     };
 
@@ -355,6 +355,31 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             schema,
         ));
     }
+    if let Some(BackendSpec::Exec(e)) = &backend
+        && !name.is_empty()
+    {
+        let first_extra = exec_command_len(config.exec.as_ref());
+        let keyed: Vec<(String, &Template)> = e
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let key = if i + 1 < first_extra {
+                    format!("exec.command[{}]", i + 1)
+                } else {
+                    format!("exec.args[{}]", i + 1 - first_extra)
+                };
+                (key, t)
+            })
+            .collect();
+        c.out.extend(lint::lint_exec_args(
+            &file,
+            &c.prefix,
+            &name,
+            &keyed,
+            e.allow_option_values,
+        ));
+    }
     if let (Some(BackendSpec::Exec(e)), false) = (&backend, param_names.is_empty())
         && e.stdin == StdinMode::None
         && e.args.iter().all(Template::is_literal)
@@ -370,19 +395,20 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
     if c.errors > 0 {
         return None;
     }
+    let state_paths = referenced_state_paths(
+        inject
+            .iter()
+            .map(|i| i.path.clone())
+            .chain(std::mem::take(&mut c.state_paths)),
+    );
+    let state_paths_for_backend = state_paths.clone();
     Some(Tool {
         name,
         description: config.description.unwrap_or_default(),
         tags: config.tags,
         parameters: parameters?,
         validator: validator?,
-        state_paths: {
-            let mut paths = std::mem::take(&mut c.state_paths);
-            paths.extend(inject.iter().map(|i| i.path.clone()));
-            paths.sort();
-            paths.dedup();
-            paths
-        },
+        state_paths,
         inject,
         arguments,
         policy: Policy {
@@ -400,7 +426,14 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             max_output_bytes: config.max_output_bytes.unwrap_or(defaults.max_output_bytes),
             kill_grace,
         },
-        backend: backend?,
+        backend: match backend? {
+            // The stdin envelope carries exactly the state the tool can see.
+            BackendSpec::Exec(mut spec) => {
+                spec.state_paths = state_paths_for_backend;
+                BackendSpec::Exec(spec)
+            }
+            http @ BackendSpec::Http(_) => http,
+        },
         source: file.clone(),
     })
 }
@@ -460,6 +493,26 @@ fn accepts_null(root: &Value, prop: &Value) -> bool {
         .offline()
         .build(&schema)
         .is_ok_and(|v| v.is_valid(&Value::Null))
+}
+
+/// How many elements `exec.command` has (program included), to name argv elements by key.
+fn exec_command_len(exec: Option<&ExecConfig>) -> usize {
+    exec.and_then(|e| e.command.as_ref()).map_or(0, Vec::len)
+}
+
+/// The request-state paths a tool references — every `inject` source and every `{state.…}`
+/// placeholder of its backend — in that order, without duplicates and without a path that lies
+/// inside another one already listed. This is the only part of `state` the tool can see.
+fn referenced_state_paths(paths: impl IntoIterator<Item = Vec<String>>) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for p in paths {
+        if out.iter().any(|known| p.starts_with(known)) {
+            continue;
+        }
+        out.retain(|known| !known.starts_with(&p));
+        out.push(p);
+    }
+    out
 }
 
 /// Compiles a tool schema: object root, bounded depth, no remote `$ref` (offline retriever),
@@ -888,6 +941,7 @@ fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         }
     }
     let cwd = exec.cwd.as_ref().map(PathBuf::from);
+    let limits = exec.limits.as_ref().map(|l| check_limits(l, c)).unwrap_or_default();
     Some(ExecSpec {
         program: program?,
         args,
@@ -895,7 +949,90 @@ fn check_exec(exec: &ExecConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
         env,
         cwd,
         output,
+        allow_option_values: exec.allow_option_values.unwrap_or(false),
+        limits,
+        state_paths: Vec::new(),
     })
+}
+
+/// Most of any one limit: far above anything useful, low enough to never overflow `rlim_t`.
+const MAX_LIMIT: u64 = 1 << 62;
+
+/// Checks `exec.limits`; every value must be a positive number within range.
+fn check_limits(l: &LimitsConfig, c: &mut Checker<'_>) -> ResourceLimits {
+    let address_space = l.address_space.as_ref().and_then(|v| match parse_size(v) {
+        Ok(n) if n < 1024 * 1024 => {
+            c.error(
+                "exec.limits.address_space",
+                "must be at least 1MiB (no program starts with less)",
+            );
+            None
+        }
+        Ok(n) if n > MAX_LIMIT => {
+            c.error("exec.limits.address_space", "is too large");
+            None
+        }
+        Ok(n) => Some(n),
+        Err(e) => {
+            c.error("exec.limits.address_space", e);
+            None
+        }
+    });
+    let cpu_seconds = l.cpu.as_deref().and_then(|text| match HumanDuration::parse(text) {
+        Ok(d) if d.0.is_zero() => {
+            c.error("exec.limits.cpu", "must be greater than zero");
+            None
+        }
+        // RLIMIT_CPU counts whole seconds: round up so "500ms" still allows the process to run.
+        Ok(d) => Some(d.0.as_secs() + u64::from(d.0.subsec_nanos() > 0)),
+        Err(e) => {
+            c.error("exec.limits.cpu", e);
+            None
+        }
+    });
+    let mut count = |key: &str, v: Option<u64>| match v {
+        Some(0) => {
+            c.error(key, "must be at least 1 (leave it out for no limit)");
+            None
+        }
+        Some(n) if n > MAX_LIMIT => {
+            c.error(key, "is too large");
+            None
+        }
+        other => other,
+    };
+    ResourceLimits {
+        address_space,
+        cpu_seconds,
+        open_files: count("exec.limits.open_files", l.open_files),
+        processes: count("exec.limits.processes", l.processes),
+    }
+}
+
+/// Parses a size: a number of bytes, or a string with a unit — B, KiB, MiB, GiB, TiB (powers of
+/// 1024) or KB, MB, GB, TB (powers of 1000).
+fn parse_size(v: &SizeValue) -> Result<u64, String> {
+    let text = match v {
+        SizeValue::Bytes(n) => return Ok(*n),
+        SizeValue::Text(t) => t.trim(),
+    };
+    let split = text.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let bad = || format!("`{text}` is not a size; write e.g. \"512MiB\", \"2GiB\" or a number of bytes");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]
@@ -934,6 +1071,68 @@ url = "http://127.0.0.1:1/w/{city}"
         assert!(!t.policy.idempotent);
         assert!(reg.warnings.is_empty(), "{:?}", reg.warnings);
         assert!(matches!(&t.backend, BackendSpec::Http(h) if h.body == HttpBody::None));
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        let t = |s: &str| parse_size(&SizeValue::Text(s.to_owned()));
+        assert_eq!(t("512MiB"), Ok(512 << 20));
+        assert_eq!(t("2 GiB"), Ok(2 << 30));
+        assert_eq!(t("100MB"), Ok(100_000_000));
+        assert_eq!(t("4096"), Ok(4096));
+        assert_eq!(parse_size(&SizeValue::Bytes(7)), Ok(7));
+        assert!(t("lots").is_err());
+        assert!(t("1.5GiB").is_err());
+        assert!(t("99999999999TiB").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn referenced_state_paths_are_inject_sources_and_state_placeholders() {
+        let p = |s: &str| s.split('.').map(str::to_owned).collect::<Vec<_>>();
+        let paths = referenced_state_paths([p("user.id"), p("org.id"), p("user.id"), p("org")]);
+        // `org` covers `org.id`; `user.id` appears once.
+        assert_eq!(
+            paths,
+            vec![vec!["user".to_owned(), "id".to_owned()], vec!["org".to_owned()]]
+        );
+    }
+
+    #[test]
+    fn exec_options_and_limits_are_read_and_checked() {
+        let reg = build(
+            r#"[[tools]]
+name = "search_files"
+description = "Search the files for a pattern and return the matching lines."
+parameters = { pattern = { type = "string", description = "The pattern." } }
+[tools.exec]
+command = ["grep", "--", "{pattern}", "file"]
+allow_option_values = true
+limits = { address_space = "64MiB", cpu = "1500ms", open_files = 32, processes = 8 }
+"#,
+        )
+        .unwrap();
+        let BackendSpec::Exec(e) = &reg.get("search_files").unwrap().backend else {
+            panic!("an exec tool");
+        };
+        assert!(e.allow_option_values);
+        assert_eq!(
+            e.limits,
+            ResourceLimits {
+                address_space: Some(64 << 20),
+                cpu_seconds: Some(2),
+                open_files: Some(32),
+                processes: Some(8)
+            }
+        );
+        let errs = build(
+            "[[tools]]\nname = \"run_x\"\n[tools.exec]\ncommand = [\"x\"]\nlimits = { address_space = 1000, processes = 0 }\n",
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = errs.iter().filter(|d| d.is_error()).map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["tools[0].exec.limits.address_space", "tools[0].exec.limits.processes"]
+        );
     }
 
     #[test]

@@ -200,7 +200,7 @@ pub enum HttpBody {
 }
 
 /// A subprocess backend.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ExecSpec {
     pub program: String,
     /// Every argument after the program; each renders to exactly one argv element.
@@ -210,22 +210,56 @@ pub struct ExecSpec {
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
     pub output: OutputMode,
+    /// `exec.allow_option_values`: let a value that starts with `-` fill an argument that starts
+    /// with a placeholder. Off by default, because such a value is read as an *option* by most
+    /// programs (`grep {pattern} file` with `-r` searches everything).
+    pub allow_option_values: bool,
+    /// `exec.limits`: resource limits applied to the process before the program starts.
+    pub limits: ResourceLimits,
+    /// The request-state paths the tool references (`inject` sources and `{state.…}`
+    /// placeholders); the stdin envelope's `state` holds these and nothing else.
+    pub state_paths: Vec<Vec<String>>,
+}
+
+/// Per-tool resource limits of a subprocess (`exec.limits`), set as both the soft and the hard
+/// `setrlimit` limit so the program cannot raise them again. `None`: inherited from the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ResourceLimits {
+    /// `RLIMIT_AS`, bytes of virtual memory.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_CPU`, seconds of CPU time (the process gets SIGXCPU, then SIGKILL).
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_NOFILE`, open file descriptors.
+    pub open_files: Option<u64>,
+    /// `RLIMIT_NPROC`, processes of the *user* (counted per uid, not per tool; not enforced for
+    /// root).
+    pub processes: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// True when no limit is set.
+    pub fn is_empty(&self) -> bool {
+        *self == ResourceLimits::default()
+    }
 }
 
 /// What a subprocess gets on stdin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StdinMode {
-    /// `{"arguments", "state", "call": {"id", "attempt"}}`.
+    /// `{"arguments", "state", "call": {"id", "attempt"}}`; `state` holds only the paths the
+    /// tool references ([`ExecSpec::state_paths`]).
     Json,
     /// Nothing (stdin is `/dev/null`).
+    #[default]
     None,
 }
 
 /// How a subprocess's stdout is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputMode {
+    #[default]
     Text,
     Json,
 }

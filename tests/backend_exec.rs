@@ -27,6 +27,7 @@ fn spec(args: &[&str]) -> ExecSpec {
         env: Vec::new(),
         cwd: None,
         output: OutputMode::Json,
+        ..ExecSpec::default()
     }
 }
 
@@ -144,18 +145,17 @@ async fn environment_is_cleared_to_spec_env_plus_minimal_path() {
     let mut s = spec(&["echo"]);
     s.env = vec![("API_BASE".into(), "http://svc:9000".into())];
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
-    // Besides the tool's env and PATH, only the reaper's marker (documented) is set.
-    let marker = toolwire::backend::reaper::MARKER;
+    // Exactly the tool's env and PATH, nothing of toolwire's own.
     assert_eq!(
         out.value["env"],
-        json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH, marker: std::process::id().to_string()})
+        json!({"API_BASE": "http://svc:9000", "PATH": DEFAULT_PATH})
     );
 
     s.env.push(("PATH".into(), "/opt/tool/bin".into()));
     let out = run(&s, json!({}), json!({}), 1000).await.unwrap();
     assert_eq!(
         out.value["env"],
-        json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin", marker: std::process::id().to_string()})
+        json!({"API_BASE": "http://svc:9000", "PATH": "/opt/tool/bin"})
     );
 }
 
@@ -173,9 +173,16 @@ async fn cwd_is_applied() {
 async fn stdin_json_receives_the_envelope() {
     let mut s = spec(&["echo"]);
     s.stdin = StdinMode::Json;
-    let out = run(&s, json!({"city": "Paris"}), json!({"user_id": "u-42"}), 1000)
-        .await
-        .unwrap();
+    // The envelope carries the state paths the tool references, nothing else.
+    s.state_paths = vec![vec!["user_id".to_owned()]];
+    let out = run(
+        &s,
+        json!({"city": "Paris"}),
+        json!({"user_id": "u-42", "other": 1}),
+        1000,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         out.value["stdin"],
         json!({

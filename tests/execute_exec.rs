@@ -17,7 +17,6 @@ use common::tools::{
     post_timed, result,
 };
 use serde_json::{Value, json};
-use toolwire::backend::reaper::MARKER;
 
 /// Slack on top of "deadline + kill grace" for the test's own round trips.
 const GRACE: Duration = Duration::from_millis(500);
@@ -280,7 +279,8 @@ async fn injection_strings_arrive_as_single_literal_arguments() {
         .collect();
     let t = merge(
         exec_tool("echo", &["echo"]),
-        json!({"exec": {"args": args}, "parameters": {"type": "object", "properties": props}}),
+        // `-o /tmp/x` starts with `-`: refused unless the tool opts out (tests/security_exec.rs).
+        json!({"exec": {"args": args, "allow_option_values": true}, "parameters": {"type": "object", "properties": props}}),
     );
     let tools = ToolsDir::new(&[t]);
     let server = TestServer::start_without_replay(tools.path()).await;
@@ -305,7 +305,7 @@ async fn the_child_sees_only_the_tool_env_and_secrets_stay_out_of_errors() {
     // The server runs in this process: it has an environment (HOME, CARGO_*, …) to leak.
     let server_env: Vec<String> = std::env::vars()
         .map(|(k, _)| k)
-        .filter(|k| !["PATH", "PLAIN", "TOKEN", MARKER].contains(&k.as_str()))
+        .filter(|k| !["PATH", "PLAIN", "TOKEN"].contains(&k.as_str()))
         .collect();
     assert!(!server_env.is_empty());
     let env_tool = merge(
@@ -331,9 +331,8 @@ async fn the_child_sees_only_the_tool_env_and_secrets_stay_out_of_errors() {
     assert_eq!(r["ok"], json!(true), "{r}");
     let env = r["output"]["env"].as_object().unwrap();
     let keys: BTreeSet<&str> = env.keys().map(String::as_str).collect();
-    // The tool's env, the minimal PATH, and toolwire's own marker (for the escapee reaper).
-    assert_eq!(keys, BTreeSet::from(["PATH", "PLAIN", "TOKEN", MARKER]), "{env:?}");
-    assert_eq!(env[MARKER], json!(std::process::id().to_string()));
+    // Exactly the tool's env and the minimal PATH.
+    assert_eq!(keys, BTreeSet::from(["PATH", "PLAIN", "TOKEN"]), "{env:?}");
     assert!(server_env.iter().all(|k| !env.contains_key(k)));
     // The program printed its env: the secret reached it, and is masked in the output (only a
     // resolved `${}` value becomes exactly `[redacted]`).
@@ -372,7 +371,8 @@ async fn state_reaches_the_program_only_through_the_stdin_envelope_and_inject() 
     assert_eq!(r["ok"], json!(true), "{r}");
     assert_eq!(
         r["output"]["stdin"],
-        json!({"arguments": {"q": 1, "user_id": USER}, "state": state, "call": {"id": "c1", "attempt": 1}})
+        // Only the state the tool references (`inject`), not `org`.
+        json!({"arguments": {"q": 1, "user_id": USER}, "state": {"user_id": USER}, "call": {"id": "c1", "attempt": 1}})
     );
     assert_eq!(
         r["arguments"],

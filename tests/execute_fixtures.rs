@@ -16,9 +16,6 @@ use common::server::TestServer;
 use common::tools::{ToolsDir, exec_tool, merge};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use toolwire::backend::reaper::MARKER;
-
-const TOOLWIRE: &str = env!("CARGO_BIN_EXE_toolwire");
 
 /// One fixture: folder (provider), stem, raw body, expectation.
 struct Fixture {
@@ -248,7 +245,7 @@ async fn every_provider_fixture_executes_and_every_call_is_answered() {
 
 /// Runs the real binary with `stdin`; returns (exit code, stdout JSON, stderr).
 async fn toolwire(args: &[&str], stdin: &str) -> (i32, Value, String) {
-    let mut child = tokio::process::Command::new(TOOLWIRE)
+    let mut child = tokio::process::Command::new(common::binary::toolwire_bin())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -270,26 +267,15 @@ async fn toolwire(args: &[&str], stdin: &str) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), json, stderr)
 }
 
-/// Drops the fields that differ from run to run: durations, and the value of toolwire's
-/// process marker in a tool's environment (the pid of the server or of the CLI).
+/// Drops the fields that differ from run to run: durations.
 fn stable(mut v: Value) -> Value {
     fn walk(v: &mut Value) {
         match v {
             Value::Object(m) => {
                 m.remove("duration_ms");
-                if let Some(marker) = m.get_mut(MARKER) {
-                    *marker = json!("<toolwire pid>");
-                }
                 m.values_mut().for_each(walk);
             }
             Value::Array(a) => a.iter_mut().for_each(walk),
-            // Outputs are also in `messages`, as JSON text.
-            Value::String(text) if text.contains(MARKER) => {
-                if let Ok(mut inner) = serde_json::from_str::<Value>(text) {
-                    walk(&mut inner);
-                    *text = inner.to_string();
-                }
-            }
             _ => {}
         }
     }

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod files;
 pub mod http;
 pub mod reaper;
+pub mod shim;
 pub mod subprocess;
 pub mod tls;
 
@@ -23,19 +24,24 @@ use crate::tool::{BackendSpec, Policy};
 /// and one attempt, and never matches on kinds itself (a new kind is added here only).
 pub struct Backends {
     http: http::HttpBackend,
+    /// The exec shim and the reaper for subprocess tools (none unless set by the binary).
+    pub exec: subprocess::ExecContext,
 }
 
 impl Backends {
     /// The backends with the server's shared HTTP client.
     pub fn new(http: http::HttpBackend) -> Self {
-        Backends { http }
+        Backends {
+            http,
+            exec: subprocess::ExecContext::default(),
+        }
     }
 
     /// Runs one attempt against the tool's backend.
     pub async fn call(&self, spec: &BackendSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
         match spec {
             BackendSpec::Http(spec) => self.http.call(spec, attempt).await,
-            BackendSpec::Exec(spec) => subprocess::call(spec, attempt).await,
+            BackendSpec::Exec(spec) => subprocess::call_in(&self.exec, spec, attempt).await,
         }
     }
 

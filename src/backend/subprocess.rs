@@ -2,16 +2,26 @@
 //!
 //! # What the child gets
 //! - **argv, never a shell.** The program is `spec.program`; every `spec.args` template renders
-//!   to exactly one argv element, so `$(id)`, `; rm -rf /`, `-o /tmp/x` or `a b` arrive as one
-//!   literal argument each. A NUL byte in a rendered argument is rejected before spawning
+//!   to exactly one argv element, so `$(id)`, `; rm -rf /` or `a b` arrive as one literal
+//!   argument each. A NUL byte in a rendered argument is rejected before spawning
 //!   ([`BackendError::InvalidArgument`]); every other spawn failure (missing program, not
 //!   executable, `E2BIG` for an oversized argv) is [`BackendError::Spawn`].
-//! - **A cleared environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`] (unless
-//!   `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets) reaches
-//!   the child. A relative `program` is looked up in that `PATH`, not the server's.
+//! - **No option injection.** The program still parses its argv: an element that *starts* with a
+//!   placeholder and renders to something starting with `-` would be an option (`grep {pattern}
+//!   file` with `-r`). It is refused ([`BackendError::InvalidArgument`], which the model can
+//!   repair) unless a literal `--` element comes before it or the tool sets
+//!   `allow_option_values`.
+//! - **Exactly the configured environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`]
+//!   (unless `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets)
+//!   reaches the child. A relative `program` is looked up in that `PATH`, not the server's.
+//! - **The exec shim**, when the executor has one ([`ExecContext::shim`]): the child is
+//!   `toolwire __exec-shim`, which sets `spec.limits`, drops every capability and execs the
+//!   program (see [`super::shim`]). Its own failure line becomes [`BackendError::Spawn`].
+//!   Without a shim the program is spawned directly and a tool with limits fails to start.
 //! - **stdin**: `/dev/null`, or with `stdin = "json"` the envelope
-//!   `{"arguments", "state", "call": {"id", "attempt"}}`, written by its own task so a child that
-//!   never reads stdin cannot block us (a broken pipe is ignored).
+//!   `{"arguments", "state", "call": {"id", "attempt"}}` — `state` holding only the paths the
+//!   tool references (`spec.state_paths`) — written by its own task so a child that never reads
+//!   stdin cannot block us (a broken pipe is ignored).
 //! - Its own **process group** (`process_group(0)`), so the whole group can be signalled.
 //!
 //! # What we read
@@ -36,14 +46,17 @@
 //! # What the cleanup reaches, and what it does not
 //! Signals go to the **process group** only. A descendant that calls `setsid`/`setpgid` or
 //! double-forks into another group escapes it and survives the call (and may keep our pipes
-//! open: the drain bound above still ends the call). Containing those needs a subreaper
-//! (`PR_SET_CHILD_SUBREAPER`) or a cgroup per call; that is a separate, later change.
+//! open: the drain bound above still ends the call). Under `serve`, such escapees and the
+//! zombies of killed group members are re-parented to toolwire (a subreaper) and handled by
+//! [`super::reaper`]: the child is registered there ([`ExecContext::reaper`]) from spawn until
+//! it is reaped, so the reaper never takes its exit status.
 //! The group is signalled once more after the child has been reaped; if by then the group is
 //! empty, its id could in theory have been reused by an unrelated new group in that
 //! microsecond window — the same trade-off other tool runners (codex, pants) make.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -55,7 +68,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
 
+use super::reaper::Reaper;
+use super::shim::{self, ExecShim};
 use super::{Attempt, BackendError, Output};
+use crate::template::{Segment, Template};
 use crate::tool::{ExecSpec, OutputMode, StdinMode};
 
 /// The `PATH` a child gets unless the tool sets its own: the standard system directories only,
@@ -82,22 +98,52 @@ const REAP_TIMEOUT: Duration = Duration::from_secs(2);
 /// Size of one read from a pipe (the Linux pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Runs one attempt of `spec`. See the module documentation for the guarantees.
+/// What the server sets up for every subprocess call: the exec shim and the reaper. The
+/// default (no shim, no reaper) is what an executor built in-process gets.
+#[derive(Debug, Clone, Default)]
+pub struct ExecContext {
+    /// Runs the program through `toolwire __exec-shim` (resource limits, no capabilities).
+    pub shim: Option<ExecShim>,
+    /// Registers each child so the subreaper's sweep leaves it to tokio.
+    pub reaper: Option<Arc<Reaper>>,
+}
+
+/// Runs one attempt of `spec` without shim or reaper. See the module documentation.
 pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
+    call_in(&ExecContext::default(), spec, attempt).await
+}
+
+/// Runs one attempt of `spec` in `ctx`. See the module documentation for the guarantees.
+pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, BackendError> {
     let deadline = Instant::now() + attempt.timeout;
     let args = render_args(spec, attempt)?;
     let envelope = match spec.stdin {
-        StdinMode::Json => Some(stdin_envelope(attempt)?),
+        StdinMode::Json => Some(stdin_envelope(spec, attempt)?),
         StdinMode::None => None,
     };
 
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&args)
-        .env_clear()
+    let mut cmd = match &ctx.shim {
+        Some(shim) => {
+            let mut cmd = Command::new(shim.program());
+            cmd.args(shim.args(&spec.limits, &spec.program, &args));
+            cmd
+        }
+        None if !spec.limits.is_empty() => {
+            return Err(BackendError::Spawn(format!(
+                "{}: resource limits (`exec.limits`) need the exec shim, which this executor was built without",
+                spec.program
+            )));
+        }
+        None => {
+            let mut cmd = Command::new(&spec.program);
+            cmd.args(&args);
+            cmd
+        }
+    };
+    // Exactly the configured environment: the minimal PATH, then the tool's `env`.
+    cmd.env_clear()
         .env("PATH", DEFAULT_PATH)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        // Lets the reaper recognise descendants that escape the process group.
-        .env(super::reaper::MARKER, super::reaper::marker_value())
         .stdin(if envelope.is_some() {
             Stdio::piped()
         } else {
@@ -110,16 +156,17 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    let spawning = super::reaper::SPAWNING
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let spawning = ctx.reaper.as_deref().map(Reaper::spawn_guard);
     let mut child = cmd
         .spawn()
         .map_err(|e| BackendError::Spawn(format!("{}: {e}", spec.program)))?;
 
     // The group id is the child's pid (`process_group(0)`); `id()` is `Some` until it is reaped.
     let pid = child.id();
-    let _managed = pid.map(Managed::new);
+    let managed = match (&ctx.reaper, pid) {
+        (Some(reaper), Some(pid)) => Some(Managed::new(Arc::clone(reaper), pid)),
+        _ => None,
+    };
     drop(spawning);
     let pgid = pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
     let stdin = child.stdin.take();
@@ -131,6 +178,7 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
         grace: attempt.policy.kill_grace,
         done: false,
         cleaning_up: false,
+        managed,
     };
 
     // Readers and writer start before we wait for anything, so no pipe can fill up.
@@ -163,6 +211,12 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
     };
 
     if let Some(code) = status.code() {
+        if code == shim::FAILURE_CODE
+            && ctx.shim.is_some()
+            && let Some(reason) = shim_failure(&stderr.kept)
+        {
+            return Err(BackendError::Spawn(reason));
+        }
         if code != 0 {
             return Err(BackendError::NonzeroExit {
                 code,
@@ -194,51 +248,128 @@ pub async fn call(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Output, Back
     }
 }
 
+/// The reason in a shim's failure line ([`shim::FAILURE_PREFIX`]), if stderr is one.
+fn shim_failure(stderr: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stderr);
+    let reason = text.trim().strip_prefix(shim::FAILURE_PREFIX)?;
+    Some(reason.trim().to_owned())
+}
+
 /// Registers a direct child with the reaper for as long as it lives, so the sweep leaves it to
-/// tokio; on drop (after the child was reaped) it is released and a sweep runs for anything
-/// that escaped its group.
-struct Managed(u32);
+/// tokio; on drop (after the child was reaped) it is released and a sweep is requested for the
+/// descendants it left behind.
+struct Managed {
+    reaper: Arc<Reaper>,
+    pid: u32,
+}
 
 impl Managed {
-    fn new(pid: u32) -> Self {
-        super::reaper::manage(pid);
-        Managed(pid)
+    fn new(reaper: Arc<Reaper>, pid: u32) -> Self {
+        reaper.manage(pid);
+        Managed { reaper, pid }
     }
 }
 
 impl Drop for Managed {
     fn drop(&mut self) {
-        super::reaper::release(self.0);
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn_blocking(super::reaper::sweep);
-        }
+        self.reaper.release(self.pid);
+        self.reaper.request_sweep();
     }
 }
 
 /// Renders each argument template to exactly one argv element (no encoding, no splitting).
+///
+/// An element that starts with a placeholder and renders to something starting with `-` is
+/// refused unless the tool allows option values or a literal `--` comes before it: the program
+/// would read the value as an option (`grep {pattern} file` with `-r` searches everything).
 fn render_args(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Vec<String>, BackendError> {
-    spec.args
+    let mut after_double_dash = false;
+    let mut out = Vec::with_capacity(spec.args.len());
+    for (i, t) in spec.args.iter().enumerate() {
+        let arg = t.render(attempt.arguments, attempt.state, str::to_owned);
+        if arg.contains('\0') {
+            return Err(BackendError::InvalidArgument(format!(
+                "argument {} of the command contains a NUL byte, which cannot be passed to a program",
+                i + 1
+            )));
+        }
+        if let Some(name) = leading_placeholder(t, attempt)
+            && arg.starts_with('-')
+            && !after_double_dash
+            && !spec.allow_option_values
+        {
+            return Err(BackendError::InvalidArgument(format!(
+                "the value of `{name}` starts with `-`, which the program would read as an option, not as a value; \
+                 pass a value that does not start with `-` (e.g. drop the leading dashes, or rephrase a search \
+                 pattern so it starts with another character)"
+            )));
+        }
+        if t.segments == [Segment::Literal("--".to_owned())] {
+            after_double_dash = true;
+        }
+        out.push(arg);
+    }
+    Ok(out)
+}
+
+/// When `t` starts with a placeholder: the name of the placeholder that supplies the first
+/// character of the rendered element (the first one with a non-empty value), for the error.
+fn leading_placeholder(t: &Template, attempt: &Attempt<'_>) -> Option<String> {
+    let name = |seg: &Segment| match seg {
+        Segment::Arg(name) => Some(name.clone()),
+        Segment::State(path) => Some(format!("state.{}", path.join("."))),
+        Segment::Literal(_) => None,
+    };
+    let first = name(t.segments.first()?)?;
+    let supplying = t
+        .segments
         .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let arg = t.render(attempt.arguments, attempt.state, str::to_owned);
-            if arg.contains('\0') {
-                Err(BackendError::InvalidArgument(format!(
-                    "argument {} of the command contains a NUL byte, which cannot be passed to a program",
-                    i + 1
-                )))
-            } else {
-                Ok(arg)
-            }
+        .map_while(|seg| name(seg).map(|n| (seg, n)))
+        .find(|(seg, _)| {
+            crate::template::lookup(seg, attempt.arguments, attempt.state)
+                .is_some_and(|v| !crate::template::scalar_text(v).is_empty())
         })
-        .collect()
+        .map(|(_, n)| n);
+    Some(supplying.unwrap_or(first))
+}
+
+/// The `state` of the stdin envelope: only the paths the tool references (`inject` sources,
+/// `{state.…}` placeholders), each at its own place; a path missing from the request state is
+/// left out. Always an object.
+fn requested_state(spec: &ExecSpec, state: &Value) -> Value {
+    let mut out = Value::Object(serde_json::Map::new());
+    for path in &spec.state_paths {
+        let mut cur = state;
+        let mut found = true;
+        for key in path {
+            match cur.get(key) {
+                Some(v) => cur = v,
+                None => {
+                    found = false;
+                    break;
+                }
+            }
+        }
+        if !found {
+            continue;
+        }
+        let mut slot = &mut out;
+        for key in path {
+            let Value::Object(map) = slot else { break };
+            slot = map
+                .entry(key.clone())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        }
+        *slot = cur.clone();
+    }
+    out
 }
 
 /// The JSON written to stdin with `stdin = "json"`.
-fn stdin_envelope(attempt: &Attempt<'_>) -> Result<Vec<u8>, BackendError> {
+fn stdin_envelope(spec: &ExecSpec, attempt: &Attempt<'_>) -> Result<Vec<u8>, BackendError> {
     let envelope = json!({
         "arguments": attempt.arguments,
-        "state": attempt.state,
+        "state": requested_state(spec, attempt.state),
         "call": {"id": attempt.call_id, "attempt": attempt.attempt},
     });
     serde_json::to_vec(&envelope)
@@ -270,6 +401,9 @@ struct Group {
     done: bool,
     /// This value lives in the cleanup task; if that is dropped too, SIGKILL at once.
     cleaning_up: bool,
+    /// The child's registration with the reaper; it lives exactly as long as the child is ours
+    /// to reap, so it moves into the cleanup task with the child.
+    managed: Option<Managed>,
 }
 
 impl Group {
@@ -342,6 +476,7 @@ impl Drop for Group {
                 grace: self.grace,
                 done: false,
                 cleaning_up: true,
+                managed: self.managed.take(),
             };
             handle.spawn(group.shut_down());
             return;
@@ -490,6 +625,25 @@ mod tests {
         let bytes = "aé".as_bytes();
         assert_eq!(utf8_prefix_lossy(&bytes[..2], true), "a");
         assert_eq!(utf8_prefix_lossy(&bytes[..2], false), "a\u{FFFD}");
+    }
+
+    #[test]
+    fn requested_state_keeps_only_the_referenced_paths() {
+        let spec = ExecSpec {
+            state_paths: vec![
+                vec!["user".into(), "id".into()],
+                vec!["org".into()],
+                vec!["missing".into(), "x".into()],
+            ],
+            ..ExecSpec::default()
+        };
+        let state = json!({"user": {"id": "u", "token": "t"}, "org": {"id": 1, "b": 2}, "key": "k"});
+        assert_eq!(
+            requested_state(&spec, &state),
+            json!({"user": {"id": "u"}, "org": {"id": 1, "b": 2}})
+        );
+        assert_eq!(requested_state(&ExecSpec::default(), &state), json!({}));
+        assert_eq!(requested_state(&spec, &Value::Null), json!({}));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::Diagnostic;
+use crate::template::{Segment, Template};
 
 /// Names that say nothing about what a tool does.
 const GENERIC_NAMES: &[&str] = &[
@@ -52,6 +53,42 @@ pub fn lint_tool(file: &Path, prefix: &str, name: &str, description: Option<&str
         &mut |p, m| out.push(warn(p, m)),
         0,
     );
+    out
+}
+
+/// Warns about argv elements that start with a placeholder and are not preceded by a literal
+/// `--`: a value starting with `-` there is read as an *option* by most programs (`grep
+/// {pattern} file` with `-r` searches every file). Such values are refused at run time unless
+/// the tool sets `exec.allow_option_values = true`; a literal `--` before the element is the
+/// fix for programs that accept it, because every value after it is an operand.
+/// `args` are the argv elements after the program, each with its key path.
+pub fn lint_exec_args(
+    file: &Path,
+    prefix: &str,
+    name: &str,
+    args: &[(String, &Template)],
+    allow_option_values: bool,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (key, t) in args {
+        if t.segments == [Segment::Literal("--".to_owned())] {
+            break;
+        }
+        if !matches!(t.segments.first(), Some(Segment::Arg(_) | Segment::State(_))) {
+            continue;
+        }
+        let message = if allow_option_values {
+            "starts with a placeholder and `allow_option_values = true`: the model can pass options to the program here (e.g. `-r`); put a literal \"--\" before it if the program accepts one"
+        } else {
+            "starts with a placeholder but no literal \"--\" comes before it: a value starting with `-` would be an option, so it is refused at run time; put \"--\" before it if the program accepts one"
+        };
+        out.push(Diagnostic::warning(
+            file,
+            Some(name),
+            format!("{prefix}.{key}"),
+            message.to_owned(),
+        ));
+    }
     out
 }
 
@@ -127,6 +164,25 @@ fn name_is_descriptive(name: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn warns_on_placeholder_led_argv_elements_before_a_double_dash() {
+        let t = |s: &str| Template::parse(s).unwrap();
+        let (a, b, c, dd, d) = (t("-n"), t("{pattern}"), t("x{y}"), t("--"), t("{file}"));
+        let args = [
+            ("exec.command[1]".to_owned(), &a),
+            ("exec.command[2]".to_owned(), &b),
+            ("exec.args[0]".to_owned(), &c),
+            ("exec.args[1]".to_owned(), &dd),
+            ("exec.args[2]".to_owned(), &d),
+        ];
+        let ds = lint_exec_args(Path::new("f.toml"), "tools[0]", "find_x", &args, false);
+        let paths: Vec<&str> = ds.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, vec!["tools[0].exec.command[2]"]);
+        assert!(ds[0].message.contains("refused"));
+        let ds = lint_exec_args(Path::new("f.toml"), "tools[0]", "find_x", &args, true);
+        assert!(ds[0].message.contains("allow_option_values"));
+    }
 
     #[test]
     fn names() {

@@ -152,10 +152,46 @@ pub struct ExecConfig {
     pub cwd: Option<String>,
     /// `"text"` or `"json"`.
     pub output: Option<String>,
+    /// `true` lets a value starting with `-` fill an argument that starts with a placeholder
+    /// (refused by default: the program would read it as an option).
+    pub allow_option_values: Option<bool>,
+    /// Resource limits of the process.
+    pub limits: Option<LimitsConfig>,
 }
 
 /// Keys of [`ExecConfig`].
-pub const EXEC_KEYS: &[&str] = &["command", "args", "stdin", "env", "cwd", "output"];
+pub const EXEC_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "stdin",
+    "env",
+    "cwd",
+    "output",
+    "allow_option_values",
+    "limits",
+];
+
+/// `exec.limits = { address_space = "512MiB", cpu = "10s", open_files = 256, processes = 64 }`.
+#[derive(Debug, Default, Deserialize)]
+pub struct LimitsConfig {
+    /// Bytes: a number, or a string with a unit (`"512MiB"`, `"2GiB"`, `"100MB"`).
+    pub address_space: Option<SizeValue>,
+    /// CPU time, a duration (`"10s"`, `"2m"`); whole seconds, rounded up.
+    pub cpu: Option<String>,
+    pub open_files: Option<u64>,
+    pub processes: Option<u64>,
+}
+
+/// Keys of [`LimitsConfig`].
+pub const LIMITS_KEYS: &[&str] = &["address_space", "cpu", "open_files", "processes"];
+
+/// A size written as a number of bytes or as a string with a unit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
 
 /// The known keys at a key path (`tools[0].http` → [`HTTP_KEYS`]), for suggestions.
 pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
@@ -163,6 +199,7 @@ pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
         "" => FILE_KEYS,
         "http" => HTTP_KEYS,
         "exec" => EXEC_KEYS,
+        "limits" => LIMITS_KEYS,
         "retry" => RETRY_KEYS,
         "tls" => TLS_KEYS,
         _ => TOOL_KEYS,
@@ -186,7 +223,9 @@ mod tests {
             "http": {"method": "GET", "url": "u", "query": {}, "headers": {}, "body": {},
                      "tls": {"ca_file": "c", "client_cert": "c", "client_key": "k"},
                      "allow_path_traversal": false},
-            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json"},
+            "exec": {"command": ["x"], "args": [], "stdin": "json", "env": {}, "cwd": ".", "output": "json",
+                "allow_option_values": true,
+                "limits": {"address_space": "1MiB", "cpu": "1s", "open_files": 8, "processes": 8}},
             "egress_allow": [], "egress_deny": [], "replay": true
         });
         let obj = v.as_object().unwrap();
@@ -198,5 +237,6 @@ mod tests {
         assert_eq!(obj["http"]["tls"].as_object().unwrap().len(), TLS_KEYS.len());
         assert_eq!(obj["exec"].as_object().unwrap().len(), EXEC_KEYS.len());
         assert_eq!(obj["retry"].as_object().unwrap().len(), RETRY_KEYS.len());
+        assert_eq!(obj["exec"]["limits"].as_object().unwrap().len(), LIMITS_KEYS.len());
     }
 }

@@ -180,6 +180,21 @@ impl Executor {
         })
     }
 
+    /// Runs subprocess tools through `shim` (resource limits, no capabilities; see
+    /// [`crate::backend::shim`]). Without one, programs are started directly and a tool with
+    /// `exec.limits` fails to start.
+    pub fn with_exec_shim(mut self, shim: Option<crate::backend::shim::ExecShim>) -> Self {
+        self.backends.exec.shim = shim;
+        self
+    }
+
+    /// Registers every subprocess with `reaper`, the subreaper's sweep (see
+    /// [`crate::backend::reaper`]).
+    pub fn with_reaper(mut self, reaper: Option<Arc<crate::backend::reaper::Reaper>>) -> Self {
+        self.backends.exec.reaper = reaper;
+        self
+    }
+
     /// Replaces the replay store (e.g. with one shared by several replicas).
     pub fn with_replay_store(mut self, store: Option<replay::ReplayStore>) -> Self {
         self.replay = store;

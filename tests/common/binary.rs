@@ -12,6 +12,12 @@ use nix::unistd::Pid;
 
 pub const TOOLWIRE: &str = env!("CARGO_BIN_EXE_toolwire");
 
+/// The binary to run: [`TOOLWIRE`], or `TOOLWIRE_TEST_BIN` when set (a copy taken right after
+/// the build, where several checkouts share one target directory and overwrite its binary).
+pub fn toolwire_bin() -> String {
+    std::env::var("TOOLWIRE_TEST_BIN").unwrap_or_else(|_| TOOLWIRE.to_owned())
+}
+
 /// A running server process; dropping it kills it (SIGKILL) and reaps it.
 pub struct Binary {
     child: Child,
@@ -24,13 +30,23 @@ impl Binary {
     /// Starts `toolwire serve --config CONFIG --tools-dir TOOLS --log-format json` and waits
     /// for its `Listening.` line.
     pub fn start(config: &Path, tools: &Path) -> Self {
-        Self::start_format(config, tools, "json")
+        Self::start_opts(config, tools, "json", &[])
     }
 
     /// Like [`Binary::start`] with `--log-format FORMAT` (`json` or `pretty`; pretty without
     /// colours, `NO_COLOR=1`).
     pub fn start_format(config: &Path, tools: &Path, format: &str) -> Self {
-        let mut child = Command::new(TOOLWIRE)
+        Self::start_opts(config, tools, format, &[])
+    }
+
+    /// Like [`Binary::start`], with extra environment variables for the server process.
+    pub fn start_with_env(config: &Path, tools: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_opts(config, tools, "json", env)
+    }
+
+    /// Starts the server with a log format and extra environment variables.
+    pub fn start_opts(config: &Path, tools: &Path, format: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(toolwire_bin())
             .args(["serve", "--config"])
             .arg(config)
             .arg("--tools-dir")
@@ -39,6 +55,7 @@ impl Binary {
             .env("NO_COLOR", "1")
             .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

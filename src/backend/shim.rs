@@ -1,0 +1,217 @@
+//! The exec shim: a tiny re-exec step between toolwire and a tool's program.
+//!
+//! The crate forbids `unsafe`, so nothing can run in the child between `fork` and `exec`
+//! (`pre_exec` is unsafe). Whatever must be set up *inside* the child therefore runs in a
+//! program of its own: the toolwire binary itself, started as `toolwire __exec-shim [limits] --
+//! PROGRAM ARGS…`. The shim
+//! 1. applies the tool's resource limits (`setrlimit`, soft = hard, so the program cannot raise
+//!    them again; for CPU time the hard limit is one second above, so SIGXCPU comes first);
+//! 2. drops every capability when it has any (a server running as root, or with file or
+//!    ambient capabilities): the bounding set (when it holds `CAP_SETPCAP`), then the ambient,
+//!    inheritable, effective and permitted sets, and sets `no_new_privs`, so the program starts
+//!    with none — a root tool cannot use `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN` or `CAP_PERFMON` to
+//!    read the (non-dumpable) server's memory or `/proc/<pid>/environ`;
+//! 3. `execvp`s the program, looked up in the tool's `PATH` — the pid, process group, pipes,
+//!    working directory and (cleared) environment set up by toolwire stay as they are.
+//!
+//! If any step fails, the shim prints one line starting with [`FAILURE_PREFIX`] on stderr and
+//! exits with [`FAILURE_CODE`]; the subprocess backend turns that into a spawn failure.
+//!
+//! `serve`, `call` and `execute` configure the shim ([`ExecShim::this_binary`]). An executor
+//! built in-process by a library user or a test has no shim unless it is given one: its tools
+//! run directly, with the server's capabilities, and a tool with `exec.limits` fails to start.
+
+use std::convert::Infallible;
+use std::ffi::{CString, OsString};
+use std::path::PathBuf;
+
+use crate::tool::ResourceLimits;
+
+/// The hidden subcommand that runs the shim.
+pub const SUBCOMMAND: &str = "__exec-shim";
+
+/// Exit code of a shim that could not start the program (like a shell's "command not found").
+pub const FAILURE_CODE: i32 = 127;
+
+/// First words of the shim's error line on stderr.
+pub const FAILURE_PREFIX: &str = "toolwire exec shim:";
+
+/// Where the shim binary is. Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecShim {
+    program: PathBuf,
+}
+
+impl ExecShim {
+    /// A shim at `program` (a toolwire binary).
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        ExecShim {
+            program: program.into(),
+        }
+    }
+
+    /// The running toolwire binary. On Linux this is `/proc/self/exe`, which still names the
+    /// right file after the binary on disk was replaced or deleted (an upgrade of a running
+    /// server); elsewhere `std::env::current_exe()`.
+    pub fn this_binary() -> std::io::Result<Self> {
+        let proc_exe = std::path::Path::new("/proc/self/exe");
+        if cfg!(target_os = "linux") && proc_exe.exists() {
+            return Ok(Self::new(proc_exe));
+        }
+        std::env::current_exe().map(Self::new)
+    }
+
+    /// The program to spawn.
+    pub fn program(&self) -> &std::path::Path {
+        &self.program
+    }
+
+    /// The shim's arguments that run `program` with `args` under `limits`.
+    pub fn args(&self, limits: &ResourceLimits, program: &str, args: &[String]) -> Vec<OsString> {
+        let mut out: Vec<OsString> = vec![SUBCOMMAND.into()];
+        for (flag, value) in [
+            ("--address-space", limits.address_space),
+            ("--cpu", limits.cpu_seconds),
+            ("--open-files", limits.open_files),
+            ("--processes", limits.processes),
+        ] {
+            if let Some(v) = value {
+                out.push(flag.into());
+                out.push(v.to_string().into());
+            }
+        }
+        out.push("--".into());
+        out.push(program.into());
+        out.extend(args.iter().map(OsString::from));
+        out
+    }
+}
+
+/// Why the shim could not start the program.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("no program to run")]
+    NoProgram,
+    #[error("an argument contains a NUL byte")]
+    Nul,
+    #[error("cannot set the {limit} limit: {errno}")]
+    Limit {
+        limit: &'static str,
+        errno: nix::errno::Errno,
+    },
+    #[error("cannot drop capabilities: {0}")]
+    Capabilities(String),
+    #[error("{program}: {errno}")]
+    Exec { program: String, errno: nix::errno::Errno },
+}
+
+/// Applies `limits`, drops capabilities and execs `command` (program first). Returns only on
+/// failure.
+pub fn exec(limits: &ResourceLimits, command: &[OsString]) -> Result<Infallible, ShimError> {
+    let program = command.first().ok_or(ShimError::NoProgram)?;
+    let argv: Vec<CString> = command
+        .iter()
+        .map(|a| CString::new(a.as_encoded_bytes().to_vec()).map_err(|_| ShimError::Nul))
+        .collect::<Result<_, _>>()?;
+    let Some(file) = argv.first() else {
+        return Err(ShimError::NoProgram);
+    };
+    apply_limits(limits)?;
+    drop_capabilities()?;
+    nix::unistd::execvp(file, &argv).map_err(|errno| ShimError::Exec {
+        program: program.to_string_lossy().into_owned(),
+        errno,
+    })
+}
+
+/// Sets each limit as soft = hard = min(value, current hard limit), so it works unprivileged
+/// and cannot be raised by the program (CPU time: hard = soft + 1 s, see below).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn apply_limits(limits: &ResourceLimits) -> Result<(), ShimError> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    for (resource, limit, value) in [
+        (Resource::RLIMIT_AS, "address space", limits.address_space),
+        (Resource::RLIMIT_CPU, "CPU time", limits.cpu_seconds),
+        (Resource::RLIMIT_NOFILE, "open files", limits.open_files),
+        (Resource::RLIMIT_NPROC, "processes", limits.processes),
+    ] {
+        let Some(value) = value else { continue };
+        let (_, hard) = getrlimit(resource).map_err(|errno| ShimError::Limit { limit, errno })?;
+        let soft = value.min(hard);
+        // CPU: the kernel sends SIGXCPU at the soft limit but SIGKILL at the hard one; one more
+        // second of hard limit lets the program end by the telling SIGXCPU (or clean up).
+        let hard = if resource == Resource::RLIMIT_CPU {
+            soft.saturating_add(1).min(hard)
+        } else {
+            soft
+        };
+        setrlimit(resource, soft, hard).map_err(|errno| ShimError::Limit { limit, errno })?;
+    }
+    Ok(())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn apply_limits(limits: &ResourceLimits) -> Result<(), ShimError> {
+    if limits.is_empty() {
+        Ok(())
+    } else {
+        Err(ShimError::Limit {
+            limit: "resource",
+            errno: nix::errno::Errno::ENOSYS,
+        })
+    }
+}
+
+/// Leaves the process without any capability, for itself and for what it execs. A process
+/// with no capability and not root has nothing to drop, and nothing is changed (a setuid
+/// program it runs still works).
+#[cfg(target_os = "linux")]
+fn drop_capabilities() -> Result<(), ShimError> {
+    use caps::{CapSet, Capability};
+    let err = |e: caps::errors::CapsError| ShimError::Capabilities(e.to_string());
+    let permitted = caps::read(None, CapSet::Permitted).map_err(err)?;
+    let ambient = caps::read(None, CapSet::Ambient).map_err(err)?;
+    if permitted.is_empty() && ambient.is_empty() && !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    // Root regains its bounding set on exec; empty it when we may (CAP_SETPCAP).
+    if permitted.contains(&Capability::CAP_SETPCAP) {
+        caps::raise(None, CapSet::Effective, Capability::CAP_SETPCAP).map_err(err)?;
+        caps::clear(None, CapSet::Bounding).map_err(err)?;
+    }
+    caps::clear(None, CapSet::Ambient).map_err(err)?;
+    caps::clear(None, CapSet::Inheritable).map_err(err)?;
+    caps::clear(None, CapSet::Effective).map_err(err)?;
+    caps::clear(None, CapSet::Permitted).map_err(err)?;
+    // With no_new_privs, exec never grants more than the (now empty) permitted set: this holds
+    // even where the bounding set could not be emptied (root without CAP_SETPCAP), and keeps
+    // setuid and file-capability programs from bringing privileges back.
+    nix::sys::prctl::set_no_new_privs().map_err(|e| ShimError::Capabilities(e.to_string()))?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn drop_capabilities() -> Result<(), ShimError> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_carry_the_limits_then_the_command() {
+        let shim = ExecShim::new("/bin/toolwire");
+        let limits = ResourceLimits {
+            open_files: Some(64),
+            cpu_seconds: Some(2),
+            ..ResourceLimits::default()
+        };
+        let args = shim.args(&limits, "grep", &["-n".into(), "x".into()]);
+        let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+        assert_eq!(
+            args,
+            [SUBCOMMAND, "--cpu", "2", "--open-files", "64", "--", "grep", "-n", "x"]
+        );
+    }
+}
