@@ -31,4 +31,5 @@ pub mod store;
 pub mod telemetry;
 pub mod template;
 pub mod tool;
+pub mod tool_name;
 pub mod turn;
