@@ -2,7 +2,8 @@
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` in the OpenAI-chat entry shape (`function.arguments` is a
-//!   JSON string), read with the shared chat-shape reader ([`super::common`]). `message.tool_plan` is only echoed.
+//!   JSON string), read with the shared chat-shape reader (`provider::common`).
+//!   `message.tool_plan` is only echoed.
 //! - Every call needs its `id`: the tool message's `tool_call_id` is required, so an entry
 //!   without one is a shape error rather than a call that cannot be answered.
 //! - `finished` is "no client call"; `stop_reason` is the top-level `finish_reason`

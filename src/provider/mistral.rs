@@ -1,7 +1,7 @@
 //! Mistral chat completions (`POST /v1/chat/completions`), see `docs/providers.md#mistral`.
 //!
-//! The wire shape is OpenAI Chat's, so parsing reuses the chat-shape reader of [`super::common`]. Differences,
-//! and why:
+//! The wire shape is OpenAI Chat's, so parsing reuses the chat-shape reader of
+//! `provider::common`. Differences, and why:
 //! - `function.arguments` is a JSON string **or** an object (`Union[Dict, str]` in the SDK);
 //!   both are normalised by `Arguments::from_value`.
 //! - A tool call id is optional in Mistral's types (and `tool_call_id` is optional on the tool

@@ -2,7 +2,8 @@
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` (`{id?, function: {index?, name, arguments: object}}`),
-//!   read with the shared chat-shape reader ([`super::common`]). `arguments` is an object (a JSON string is parsed too).
+//!   read with the shared chat-shape reader (`provider::common`). `arguments` is an object (a
+//!   JSON string is parsed too).
 //! - Only newer servers send an `id`; a call without one keeps "no id" (never invented) and its
 //!   result has `tool_name` only, which is how older servers match results.
 //! - `done_reason` is `"stop"` with or without calls, so `finished` is "no client call";

@@ -9,8 +9,7 @@
 //!   (OpenAI rejects a follow-up that leaves a `tool_call_id` unanswered).
 //! - `type:"custom"` tool calls (free-form text tools) are client-executed like functions and are
 //!   answered with the same `role:"tool"` message, so they are calls too; their text `input` is
-//!   exposed as the arguments object `{"input": <string>}` (see
-//!   [`tool_calls_of`](super::common::tool_calls_of)).
+//!   exposed as the arguments object `{"input": <string>}` (see `common::tool_calls_of`).
 //! - The deprecated `message.function_call` is a call without an id (never invented) and is
 //!   answered with `{"role":"function","name",…}`: in `format`, a result without an id is always
 //!   a legacy `function_call` answer, because `tool_calls` entries always have one.
@@ -19,10 +18,10 @@
 //! - `assistant` is `choices[0].message`, cloned verbatim.
 //! - Tool messages are text only: returned files are described in the content, and the request
 //!   option `files_as_user_message` adds one `user` message with the images after the tool
-//!   messages (see [`format`]).
+//!   messages (see [`format()`]).
 //!
 //! Reading the chat shape and declaring in it are shared with Mistral, Cohere and Ollama, so
-//! they live in [`super::common`]; this module keeps what only OpenAI Chat does (the legacy
+//! they live in `provider::common`; this module keeps what only OpenAI Chat does (the legacy
 //! `function_call` answer, the files `user` message, `strict` always sent).
 
 use serde_json::{Value, json};
