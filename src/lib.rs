@@ -9,7 +9,10 @@
 //!
 //! # Layout
 //! - [`call`]: the neutral call/result types every stage shares.
-//! - [`provider`]: one module per wire format (parse, format, declare) and shape detection.
+//! - [`provider`]: one module per wire format (parse, format, declare), what several share
+//!   (`provider::common`), shape detection, and the schema dialects ([`provider::schema`], one
+//!   file per dialect).
+//! - [`tool_name`]: the one tool-name rule, checked by the registry and by every declaration.
 
 #![warn(clippy::print_stdout)]
 
