@@ -9,7 +9,10 @@
 //!
 //! # Layout
 //! - [`call`]: the neutral call/result types every stage shares.
-//! - [`provider`]: one module per wire format (parse, format, declare) and shape detection.
+//! - [`provider`]: one module per wire format (parse, format, declare), what several share
+//!   (`provider::common`), shape detection, and the schema dialects ([`provider::schema`], one
+//!   file per dialect).
+//! - [`tool_name`]: the one tool-name rule, checked by the registry and by every declaration.
 
 #![warn(clippy::print_stdout)]
 
@@ -31,4 +34,5 @@ pub mod store;
 pub mod telemetry;
 pub mod template;
 pub mod tool;
+pub mod tool_name;
 pub mod turn;

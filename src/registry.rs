@@ -6,10 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use regex::Regex;
 use serde_json::Value;
 
 use crate::backend::tls::{self, TlsPaths, ToolTls};
@@ -22,9 +21,7 @@ use crate::tool::{
     ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, ResourceLimits,
     RetryPolicy, StdinMode, Tool,
 };
-
-/// The portable tool-name rule (OpenAI, Anthropic and Bedrock agree on it).
-static NAME_RE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^[a-zA-Z0-9_-]{1,64}$").ok());
+use crate::tool_name::ToolName;
 
 /// Deepest schema nesting accepted at load (stack safety for the validator).
 const MAX_SCHEMA_DEPTH: usize = 64;
@@ -196,7 +193,9 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             c.error("name", "missing required key `name`");
             String::new()
         }
-        Some(n) if !NAME_RE.as_ref().is_some_and(|re| re.is_match(n)) => {
+        // The portable rule every provider accepts ([`ToolName`]), so a loaded tool can be
+        // declared to all of them.
+        Some(n) if !ToolName::is_valid(n) => {
             c.error(
                 "name",
                 format!("`{n}` is not a valid tool name: use 1-64 of a-z A-Z 0-9 _ -"),

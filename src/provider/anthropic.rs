@@ -17,21 +17,17 @@
 //!   per JPEG/PNG/GIF/WebP image, a base64 `document` per PDF, a plain-text `document` per
 //!   UTF-8 `text/*` file, and a text line describing any other file.
 //! - **declare**: `{name, description?, input_schema, strict?}`; strict mode goes through
-//!   [`schema::anthropic_strict`], and a schema it cannot express is declared non-strict.
-
-use std::borrow::Cow;
+//!   [`schema::anthropic_strict`](super::schema::anthropic_strict), and a schema it cannot express is declared non-strict.
 
 use serde_json::{Map, Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, openai_chat, schema};
-use crate::call::{Arguments, ErrorKind, FileKind, ToolCall, ToolError, ToolResult};
+use super::common::{
+    anthropic_strict_parameters, declare_each, name_and_description, non_null, result_for, shape_error,
+};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
+use crate::call::{Arguments, FileKind, ToolCall, ToolResult};
 
-fn shape(reason: impl Into<String>) -> ParseError {
-    ParseError::Shape {
-        expected: Provider::Anthropic,
-        reason: reason.into(),
-    }
-}
+const P: Provider = Provider::Anthropic;
 
 /// Is this block type run by Anthropic itself (echoed, never executed)?
 fn is_server_side(block_type: &str) -> bool {
@@ -45,11 +41,11 @@ fn is_server_side(block_type: &str) -> bool {
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     let body = completion
         .as_object()
-        .ok_or_else(|| shape("the body is not a JSON object"))?;
+        .ok_or_else(|| shape_error(P, "the body is not a JSON object"))?;
     let content = match body.get("content") {
         Some(Value::Array(blocks)) => blocks,
-        Some(_) => return Err(shape("`content` is not an array of content blocks")),
-        None => return Err(shape("missing `content` array")),
+        Some(_) => return Err(shape_error(P, "`content` is not an array of content blocks")),
+        None => return Err(shape_error(P, "missing `content` array")),
     };
 
     let mut calls = Vec::new();
@@ -62,11 +58,11 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
             let id = block
                 .get("id")
                 .and_then(Value::as_str)
-                .ok_or_else(|| shape(format!("content[{i}] is a tool_use block without a string `id`")))?;
+                .ok_or_else(|| shape_error(P, format!("content[{i}] is a tool_use block without a string `id`")))?;
             let name = block
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| shape(format!("content[{i}] is a tool_use block without a string `name`")))?;
+                .ok_or_else(|| shape_error(P, format!("content[{i}] is a tool_use block without a string `name`")))?;
             calls.push(ToolCall {
                 id: Some(id.to_owned()),
                 name: name.to_owned(),
@@ -77,7 +73,7 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
         }
     }
 
-    let stop_reason = body.get("stop_reason").filter(|v| !v.is_null()).cloned();
+    let stop_reason = non_null(body.get("stop_reason")).cloned();
     let paused = stop_reason.as_ref().and_then(Value::as_str) == Some("pause_turn");
     Ok(Parsed {
         finished: calls.is_empty() && !paused,
@@ -140,37 +136,15 @@ fn result_content(result: &ToolResult) -> Value {
     Value::Array(blocks)
 }
 
-/// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because
-/// the provider rejects a follow-up that leaves a call unanswered.
-fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'a, ToolResult> {
-    match results.get(i) {
-        Some(r) => Cow::Borrowed(r),
-        None => Cow::Owned(ToolResult::err(
-            call,
-            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
-        )),
-    }
-}
-
 /// `{name, description?, input_schema, strict?}` per tool.
 ///
-/// A name that fails [`schema::check_name`] drops the tool. With `opts.strict` the schema goes
-/// through [`schema::anthropic_strict`] (each note becomes a `changed` warning); if it cannot be
+/// A name that fails [`schema::check_name`](super::schema::check_name) drops the tool. With `opts.strict` the schema goes
+/// through [`schema::anthropic_strict`](super::schema::anthropic_strict) (each note becomes a `changed` warning); if it cannot be
 /// expressed the tool is declared without `strict`, with a warning saying so.
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    openai_chat::declare_each(Provider::Anthropic, tools, warnings, |tool, warnings| {
-        let (input_schema, strict) = openai_chat::strict_parameters_with(
-            tool.name,
-            tool.parameters,
-            opts.strict,
-            warnings,
-            schema::anthropic_strict,
-        );
-        let mut entry = Map::new();
-        entry.insert("name".into(), json!(tool.name));
-        if !tool.description.trim().is_empty() {
-            entry.insert("description".into(), json!(tool.description));
-        }
+    declare_each(P, tools, warnings, |tool, warnings| {
+        let (input_schema, strict) = anthropic_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
+        let mut entry = name_and_description(tool);
         entry.insert("input_schema".into(), input_schema);
         if strict {
             entry.insert("strict".into(), json!(true));
@@ -183,17 +157,10 @@ pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &
 mod tests {
     use super::*;
     use crate::provider::Declared;
+    use crate::provider::common::decl;
 
     fn params() -> Value {
         json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-    }
-
-    fn decl<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> ToolDeclaration<'a> {
-        ToolDeclaration {
-            name,
-            description,
-            parameters,
-        }
     }
 
     #[test]

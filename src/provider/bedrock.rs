@@ -21,20 +21,17 @@
 //! - **declare**: `{"toolSpec": {name, description?, inputSchema: {json}, strict?}}` for
 //!   `toolConfig.tools`.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, openai_chat, schema};
-use crate::call::{Arguments, ErrorKind, FileKind, Outcome, ToolCall, ToolError, ToolFile, ToolResult};
+use super::common::{
+    anthropic_strict_parameters, declare_each, name_and_description, non_null, result_for, shape_error,
+};
+use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
+use crate::call::{Arguments, FileKind, Outcome, ToolCall, ToolFile, ToolResult};
 
-fn shape(reason: impl Into<String>) -> ParseError {
-    ParseError::Shape {
-        expected: Provider::Bedrock,
-        reason: reason.into(),
-    }
-}
+const P: Provider = Provider::Bedrock;
 
 /// Reads a Converse response body.
 ///
@@ -43,17 +40,17 @@ fn shape(reason: impl Into<String>) -> ParseError {
 /// `null` `stopReason` gives `None`.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     if !completion.is_object() {
-        return Err(shape("the body is not a JSON object"));
+        return Err(shape_error(P, "the body is not a JSON object"));
     }
     let message = completion
         .get("output")
         .and_then(|o| o.get("message"))
         .filter(|m| m.is_object())
-        .ok_or_else(|| shape("missing `output.message` object"))?;
+        .ok_or_else(|| shape_error(P, "missing `output.message` object"))?;
     let content = message
         .get("content")
         .and_then(Value::as_array)
-        .ok_or_else(|| shape("`output.message.content` is not an array"))?;
+        .ok_or_else(|| shape_error(P, "`output.message.content` is not an array"))?;
 
     let mut calls = Vec::new();
     let mut server_side = Vec::new();
@@ -66,11 +63,11 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
             let id = tool_use
                 .get("toolUseId")
                 .and_then(Value::as_str)
-                .ok_or_else(|| shape(format!("content[{i}].toolUse has no string `toolUseId`")))?;
+                .ok_or_else(|| shape_error(P, format!("content[{i}].toolUse has no string `toolUseId`")))?;
             let name = tool_use
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| shape(format!("content[{i}].toolUse has no string `name`")))?;
+                .ok_or_else(|| shape_error(P, format!("content[{i}].toolUse has no string `name`")))?;
             calls.push(ToolCall {
                 id: Some(id.to_owned()),
                 name: name.to_owned(),
@@ -84,7 +81,7 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     Ok(Parsed {
         finished: calls.is_empty(),
         calls,
-        stop_reason: completion.get("stopReason").filter(|v| !v.is_null()).cloned(),
+        stop_reason: non_null(completion.get("stopReason")).cloned(),
         assistant: message.clone(),
         server_side,
     })
@@ -190,39 +187,17 @@ fn document_name(filename: &str, names: &mut HashSet<String>) -> String {
     name
 }
 
-/// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because
-/// Bedrock rejects a follow-up that leaves a `toolUse` unanswered.
-fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'a, ToolResult> {
-    match results.get(i) {
-        Some(r) => Cow::Borrowed(r),
-        None => Cow::Owned(ToolResult::err(
-            call,
-            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
-        )),
-    }
-}
-
 /// `{"toolSpec": {name, description?, inputSchema: {"json": schema}, strict?}}` per tool.
 ///
 /// The description is left out when empty (Bedrock requires it non-empty when present). A name
-/// failing [`schema::check_name`] drops the tool. With `opts.strict` the schema goes through
-/// [`schema::anthropic_strict`] (Bedrock's structured-output grammar follows the Anthropic
+/// failing [`schema::check_name`](super::schema::check_name) drops the tool. With `opts.strict` the schema goes through
+/// [`schema::anthropic_strict`](super::schema::anthropic_strict) (Bedrock's structured-output grammar follows the Anthropic
 /// subset, `docs/providers.md#bedrock`) and `strict: true` is set; if it cannot be expressed the
 /// tool is declared without `strict`, with a warning.
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    openai_chat::declare_each(Provider::Bedrock, tools, warnings, |tool, warnings| {
-        let (input_schema, strict) = openai_chat::strict_parameters_with(
-            tool.name,
-            tool.parameters,
-            opts.strict,
-            warnings,
-            schema::anthropic_strict,
-        );
-        let mut spec = Map::new();
-        spec.insert("name".into(), json!(tool.name));
-        if !tool.description.trim().is_empty() {
-            spec.insert("description".into(), json!(tool.description));
-        }
+    declare_each(P, tools, warnings, |tool, warnings| {
+        let (input_schema, strict) = anthropic_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
+        let mut spec = name_and_description(tool);
         spec.insert("inputSchema".into(), json!({"json": input_schema}));
         if strict {
             spec.insert("strict".into(), json!(true));
@@ -234,17 +209,10 @@ pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::common::decl;
 
     fn params() -> Value {
         json!({"type": "object", "properties": {"sign": {"type": "string"}}, "required": ["sign"]})
-    }
-
-    fn decl<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> ToolDeclaration<'a> {
-        ToolDeclaration {
-            name,
-            description,
-            parameters,
-        }
     }
 
     #[test]

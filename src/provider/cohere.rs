@@ -2,7 +2,8 @@
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` in the OpenAI-chat entry shape (`function.arguments` is a
-//!   JSON string), read with `openai_chat`'s helpers. `message.tool_plan` is only echoed.
+//!   JSON string), read with the shared chat-shape reader (`provider::common`).
+//!   `message.tool_plan` is only echoed.
 //! - Every call needs its `id`: the tool message's `tool_call_id` is required, so an entry
 //!   without one is a shape error rather than a call that cannot be answered.
 //! - `finished` is "no client call"; `stop_reason` is the top-level `finish_reason`
@@ -18,7 +19,7 @@
 
 use serde_json::{Value, json};
 
-use super::openai_chat::{IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of};
+use super::common::{IdRule, StrictKey, declare_chat_shaped, parse_message_shaped};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::ToolResult;
 
@@ -26,16 +27,7 @@ const P: Provider = Provider::Cohere;
 
 /// Reads a Cohere v2 chat response. See the module doc for the rules.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let root = root_object(P, completion)?;
-    let message = object_field(P, root, "message", "the body")?;
-    let calls = tool_calls_of(P, message, "message", IdRule::Required)?;
-    Ok(Parsed {
-        finished: calls.is_empty(),
-        calls,
-        stop_reason: non_null(root.get("finish_reason")).cloned(),
-        assistant: Value::Object(message.clone()),
-        server_side: Vec::new(),
-    })
+    parse_message_shaped(completion, P, IdRule::Required, "finish_reason")
 }
 
 /// One `{"role":"tool","tool_call_id","content":[block]}` per result, in order: a

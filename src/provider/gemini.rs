@@ -27,19 +27,13 @@
 //! - **declare**: ONE `{"functionDeclarations": [...]}` tools entry, `parametersJsonSchema` by
 //!   default, or the OpenAPI-subset `parameters` via [`schema::gemini_openapi`].
 
-use std::borrow::Cow;
-
 use serde_json::{Map, Value, json};
 
+use super::common::{name_and_description, result_for, shape_error};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration, schema};
-use crate::call::{Arguments, ErrorKind, FileKind, ImageFormat, Outcome, ToolCall, ToolError, ToolResult};
+use crate::call::{Arguments, FileKind, ImageFormat, Outcome, ToolCall, ToolResult};
 
-fn shape(reason: impl Into<String>) -> ParseError {
-    ParseError::Shape {
-        expected: Provider::Gemini,
-        reason: reason.into(),
-    }
-}
+const P: Provider = Provider::Gemini;
 
 /// A field in either spelling: REST camelCase first, then the SDK-dump snake_case.
 fn field<'a>(obj: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
@@ -59,17 +53,17 @@ fn empty_model_turn() -> Value {
 /// `functionResponse.name` is required); a non-string `id`.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
     if !completion.is_object() {
-        return Err(shape("the body is not a JSON object"));
+        return Err(shape_error(P, "the body is not a JSON object"));
     }
     let candidate = match completion.get("candidates") {
         Some(Value::Array(candidates)) => candidates.first(),
         Some(Value::Null) | None => {
             if field(completion, "promptFeedback", "prompt_feedback").is_none() {
-                return Err(shape("neither `candidates` nor `promptFeedback`"));
+                return Err(shape_error(P, "neither `candidates` nor `promptFeedback`"));
             }
             None
         }
-        Some(_) => return Err(shape("`candidates` is not an array")),
+        Some(_) => return Err(shape_error(P, "`candidates` is not an array")),
     };
     let Some(candidate) = candidate else {
         return Ok(Parsed {
@@ -81,18 +75,18 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
         });
     };
     if !candidate.is_object() {
-        return Err(shape("candidates[0] is not an object"));
+        return Err(shape_error(P, "candidates[0] is not an object"));
     }
     let stop_reason = field(candidate, "finishReason", "finish_reason").cloned();
     let assistant = match candidate.get("content") {
         None | Some(Value::Null) => empty_model_turn(),
         Some(content @ Value::Object(_)) => content.clone(),
-        Some(_) => return Err(shape("candidates[0].content is not an object")),
+        Some(_) => return Err(shape_error(P, "candidates[0].content is not an object")),
     };
     let parts: &[Value] = match assistant.get("parts") {
         None | Some(Value::Null) => &[],
         Some(Value::Array(parts)) => parts,
-        Some(_) => return Err(shape("candidates[0].content.parts is not an array")),
+        Some(_) => return Err(shape_error(P, "candidates[0].content.parts is not an array")),
     };
 
     let mut calls = Vec::new();
@@ -118,16 +112,19 @@ pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
 
 fn read_call(i: usize, fc: &Value) -> Result<ToolCall, ParseError> {
     if !fc.is_object() {
-        return Err(shape(format!("parts[{i}] has a functionCall that is not an object")));
+        return Err(shape_error(
+            P,
+            format!("parts[{i}] has a functionCall that is not an object"),
+        ));
     }
     let name = fc
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| shape(format!("parts[{i}].functionCall has no string `name`")))?;
+        .ok_or_else(|| shape_error(P, format!("parts[{i}].functionCall has no string `name`")))?;
     let id = match fc.get("id") {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(id.clone()),
-        Some(_) => return Err(shape(format!("parts[{i}].functionCall.id is not a string"))),
+        Some(_) => return Err(shape_error(P, format!("parts[{i}].functionCall.id is not a string"))),
     };
     Ok(ToolCall {
         id,
@@ -224,18 +221,6 @@ fn file_parts(result: &ToolResult, snake: bool) -> (Vec<Value>, Vec<String>) {
     (parts, not_attached)
 }
 
-/// `results[i]`, or for a call that got no result (a caller bug) an `internal` error, because
-/// Gemini rejects a turn whose response count differs from its call count.
-fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'a, ToolResult> {
-    match results.get(i) {
-        Some(r) => Cow::Borrowed(r),
-        None => Cow::Owned(ToolResult::err(
-            call,
-            ToolError::new(ErrorKind::Internal, "no result was produced for this call", false),
-        )),
-    }
-}
-
 /// The whole `tools` contribution: ONE `{"functionDeclarations": [...]}` element (empty Vec if
 /// no tool fits).
 ///
@@ -246,15 +231,11 @@ fn result_for<'a>(results: &'a [ToolResult], i: usize, call: &ToolCall) -> Cow<'
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
     let mut declarations = Vec::new();
     for tool in tools {
-        if let Err(reason) = schema::check_name(Provider::Gemini, tool.name) {
+        if let Err(reason) = schema::check_name(P, tool.name) {
             warnings.push(DeclareWarning::dropped(tool.name, reason));
             continue;
         }
-        let mut entry = Map::new();
-        entry.insert("name".into(), json!(tool.name));
-        if !tool.description.trim().is_empty() {
-            entry.insert("description".into(), json!(tool.description));
-        }
+        let mut entry = name_and_description(tool);
         if opts.gemini_openapi {
             match schema::gemini_openapi(tool.parameters) {
                 Ok((s, notes)) => {
@@ -290,17 +271,10 @@ pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::common::decl;
 
     fn params() -> Value {
         json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-    }
-
-    fn decl<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> ToolDeclaration<'a> {
-        ToolDeclaration {
-            name,
-            description,
-            parameters,
-        }
     }
 
     #[test]

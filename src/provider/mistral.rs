@@ -1,7 +1,7 @@
 //! Mistral chat completions (`POST /v1/chat/completions`), see `docs/providers.md#mistral`.
 //!
-//! The wire shape is OpenAI Chat's, so parsing reuses `openai_chat`'s helpers. Differences,
-//! and why:
+//! The wire shape is OpenAI Chat's, so parsing reuses the chat-shape reader of
+//! `provider::common`. Differences, and why:
 //! - `function.arguments` is a JSON string **or** an object (`Union[Dict, str]` in the SDK);
 //!   both are normalised by `Arguments::from_value`.
 //! - A tool call id is optional in Mistral's types (and `tool_call_id` is optional on the tool
@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_chat::{ChatRules, IdRule, StrictKey, declare_chat_shaped, parse_chat_shaped};
+use super::common::{ChatRules, IdRule, StrictKey, declare_chat_shaped, parse_chat_shaped};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::ToolResult;
 

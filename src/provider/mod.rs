@@ -8,11 +8,17 @@
 //! Provider wire types are "typed where we act, pass-through elsewhere": modules read the few
 //! fields they need from `serde_json::Value` and copy everything else unchanged, so fields we do
 //! not know survive the round trip.
+//!
+//! Layout: one file per wire format; `common` holds what several of them share (the chat-shape
+//! reader, shape errors, the missing-result answer, the declaration steps); [`schema`] holds the
+//! JSON-Schema dialect transforms (one file per dialect); [`detect`] guesses the format of a
+//! body; [`catalog`] declares a registry's tools.
 
 pub mod anthropic;
 pub mod bedrock;
 pub mod catalog;
 pub mod cohere;
+pub(crate) mod common;
 pub mod detect;
 pub mod gemini;
 pub mod mistral;

@@ -2,7 +2,8 @@
 //!
 //! Key rules, and why:
 //! - Calls are `message.tool_calls[]` (`{id?, function: {index?, name, arguments: object}}`),
-//!   read with `openai_chat`'s helpers. `arguments` is an object (a JSON string is parsed too).
+//!   read with the shared chat-shape reader (`provider::common`). `arguments` is an object (a
+//!   JSON string is parsed too).
 //! - Only newer servers send an `id`; a call without one keeps "no id" (never invented) and its
 //!   result has `tool_name` only, which is how older servers match results.
 //! - `done_reason` is `"stop"` with or without calls, so `finished` is "no client call";
@@ -18,7 +19,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_chat::{IdRule, StrictKey, declare_chat_shaped, non_null, object_field, root_object, tool_calls_of};
+use super::common::{IdRule, StrictKey, declare_chat_shaped, parse_message_shaped};
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::{FileKind, ImageFormat, ToolFile, ToolResult};
 
@@ -26,16 +27,7 @@ const P: Provider = Provider::Ollama;
 
 /// Reads an Ollama `/api/chat` response. See the module doc for the rules.
 pub fn parse(completion: &Value) -> Result<Parsed, ParseError> {
-    let root = root_object(P, completion)?;
-    let message = object_field(P, root, "message", "the body")?;
-    let calls = tool_calls_of(P, message, "message", IdRule::Optional)?;
-    Ok(Parsed {
-        finished: calls.is_empty(),
-        calls,
-        stop_reason: non_null(root.get("done_reason")).cloned(),
-        assistant: Value::Object(message.clone()),
-        server_side: Vec::new(),
-    })
+    parse_message_shaped(completion, P, IdRule::Optional, "done_reason")
 }
 
 /// One `{"role":"tool","tool_name","content"}` per result, in order, with `tool_call_id` only

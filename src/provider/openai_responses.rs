@@ -22,8 +22,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::openai_chat::{
-    custom_input, function_object, name_field, non_null, openai_strict_parameters, root_object, shape_error,
+use super::common::{
+    custom_input, declare_each, function_object, name_field, non_null, openai_strict_parameters, root_object,
+    shape_error,
 };
 use super::{DeclareOptions, DeclareWarning, ParseError, Parsed, Provider, ToolDeclaration};
 use crate::call::{Arguments, FileKind, ToolCall, ToolResult};
@@ -142,7 +143,7 @@ fn output_of(r: &ToolResult) -> Value {
 /// `strict` is always explicit; with `opts.strict` the schema goes through
 /// `schema::openai_strict` (on failure: `strict: false` plus a warning).
 pub fn declare(tools: &[ToolDeclaration<'_>], opts: &DeclareOptions, warnings: &mut Vec<DeclareWarning>) -> Vec<Value> {
-    super::openai_chat::declare_each(P, tools, warnings, |tool, warnings| {
+    declare_each(P, tools, warnings, |tool, warnings| {
         let (parameters, strict) = openai_strict_parameters(tool.name, tool.parameters, opts.strict, warnings);
         let mut entry = Map::new();
         entry.insert("type".into(), json!("function"));
