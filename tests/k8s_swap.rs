@@ -135,7 +135,10 @@ async fn kubelet_configmap_updates_reload_the_real_binary() {
     write_version(
         &tools,
         v2,
-        &[("t.json", vec![tool("beta", "two")]), ("u.json", vec![tool("gamma", "three")])],
+        &[
+            ("t.json", vec![tool("beta", "two")]),
+            ("u.json", vec![tool("gamma", "three")]),
+        ],
     );
     swap(&tools, v1, v2, &["u.json"], &[]);
     wait_for_tools(&bin, &["beta", "gamma"], "after the update that adds u.json").await;
