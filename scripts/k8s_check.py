@@ -358,6 +358,9 @@ def check_references(where: str, objs: list[dict], examples: dict) -> None:
                 if tp not in names:
                     fail(ow, f"targetPort {tp!r} is no container port of the selected pods")
         if o["kind"] == "PodDisruptionBudget":
+            # The schema allows both; the API server rejects it.
+            if ("minAvailable" in o["spec"]) == ("maxUnavailable" in o["spec"]):
+                fail(ow, "set exactly one of minAvailable and maxUnavailable")
             if not any(selects(o["spec"]["selector"], t["metadata"]["labels"]) for _, t in pods):
                 fail(ow, "selects no pod of this render")
         if o["kind"] == "NetworkPolicy":
