@@ -381,6 +381,9 @@ def check_references(where: str, objs: list[dict], examples: dict) -> None:
         for v in spec.get("volumes", []):
             if "configMap" in v and ("v1", "ConfigMap", v["configMap"]["name"]) not in by_id:
                 fail(ww, f"ConfigMap {v['configMap']['name']} is not in this render")
+            secret = v.get("secret")
+            if secret and not secret.get("optional") and secret["secretName"] not in examples:
+                fail(ww, f"Secret {secret['secretName']} (volume) has no *.example.yaml")
         for c in spec.get("initContainers", []) + spec.get("containers", []):
             for e in c.get("env", []):
                 ref = (e.get("valueFrom") or {}).get("secretKeyRef")
