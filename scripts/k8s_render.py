@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Renders the kustomizations under deploy/kubernetes/ without a kustomize binary.
 
-`make k8s-check` must run where neither `kubectl` nor `kustomize` can be installed (neither is
-in the package registries CI reaches), so this implements the small subset of kustomize that
-the repository's kustomizations use, and refuses anything else:
+`make k8s-check` must run where no current `kubectl` or `kustomize` can be installed (the
+package registries CI reaches have neither; Debian's kubectl 1.20 embeds kustomize v2, which
+predates `patches`), so this implements the small subset of kustomize that the repository's
+kustomizations use, and refuses anything else:
 
 - `resources:` files (one or more YAML documents) and directories holding a kustomization;
 - `patches:` with a `target` (group/version/kind/name) and an inline JSON6902 `patch`
