@@ -36,8 +36,17 @@ lint:
 check-config: build
 	$(CARGO) run --locked --quiet --bin toolwire -- check --config config/toolwire.toml --tools-dir tools.d
 
+## Validate deploy/kubernetes/ offline: render every kustomization, check it against the
+## Kubernetes API schemas (kubernetes-validate --strict, pinned in
+## deploy/kubernetes/requirements.txt, installed into .cache/k8s/), check the deployment policy
+## (non-root, read-only root, probes, grace period, resources, ...) and run `toolwire check` on
+## the config and tools the pods will read. See deploy/kubernetes/README.md.
+.PHONY: k8s-check
+k8s-check: build
+	scripts/k8s-check.sh
+
 ## What CI runs.
-ci: fmt-check lint test check-config
+ci: fmt-check lint test check-config k8s-check
 
 ## Run the agent-loop examples (examples/python, examples/typescript) for openai_chat, anthropic
 ## and gemini against a fresh server and example app on free 127.0.0.1 ports; all torn down after.
