@@ -284,7 +284,7 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
             if !(config.egress_allow.is_empty() && config.egress_deny.is_empty()) {
                 c.error("egress_allow", "egress rules apply to HTTP tools only");
             }
-            check_exec(exec, &known_args, &mut c).map(|spec| BackendSpec::Exec(spec))
+            check_exec(exec, &known_args, &mut c).map(BackendSpec::Exec)
         }
     };
 
