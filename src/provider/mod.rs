@@ -26,6 +26,7 @@ pub mod ollama;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod schema;
+pub mod stream;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
