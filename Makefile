@@ -46,7 +46,12 @@ k8s-check: build
 	scripts/k8s-check.sh
 
 ## What CI runs.
-ci: fmt-check lint test check-config k8s-check
+ci: fmt-check lint module-graph test check-config k8s-check
+
+## The module dependency graph of src/ (fails on an import cycle).
+.PHONY: module-graph
+module-graph:
+	python3 scripts/module-graph.py
 
 ## Run the agent-loop examples (examples/python, examples/typescript) for openai_chat, anthropic
 ## and gemini against a fresh server and example app on free 127.0.0.1 ports; all torn down after.

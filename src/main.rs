@@ -191,7 +191,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
                 let state = AppState::new(config, registry, executor);
                 // Stops with the runtime when `serve` returns.
-                let _reloader = toolwire::reload::spawn(state.clone());
+                let _reloader = toolwire::reload::spawn(state.reloader.clone());
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")

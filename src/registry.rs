@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::backend::tls::{self, TlsPaths, ToolTls};
+use crate::backend::tls;
 use crate::config::load::{LoadedDir, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
+use crate::config::tls::TlsPaths;
 use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, SizeValue, TlsConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::template::{Segment, Template};
+use crate::tool::ToolTls;
 use crate::tool::{
     ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, ResourceLimits,
     RetryPolicy, StdinMode, Tool,

@@ -17,11 +17,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use notify::{RecursiveMode, Watcher as _};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::api::AppState;
+use crate::config::ServerConfig;
+use crate::config::server::ToolDefaults;
 use crate::registry::Registry;
 
 /// What the last reloads did; shown by `/readyz` and `/v1/tools`.
@@ -77,15 +79,43 @@ pub enum Reloaded {
     Rejected { errors: usize },
 }
 
+/// What reloading needs, and nothing more: the active tool set it swaps, the status it
+/// reports, and where the tools come from. The API holds one; reload knows nothing of the API.
+#[derive(Clone)]
+pub struct Reloader {
+    /// The active tool set. Swapped whole; a request keeps the snapshot it started with.
+    pub registry: Arc<ArcSwap<Registry>>,
+    /// What the last reloads did (`/readyz`, `/v1/tools`).
+    pub status: SharedStatus,
+    tools_dir: PathBuf,
+    defaults: ToolDefaults,
+    watch: bool,
+    debounce: Duration,
+}
+
+impl Reloader {
+    /// A reloader around the initial tool set, with the server's settings.
+    pub fn new(registry: Registry, config: &ServerConfig) -> Self {
+        Reloader {
+            registry: Arc::new(ArcSwap::from_pointee(registry)),
+            status: Arc::new(Mutex::new(ReloadStatus::default())),
+            tools_dir: config.tools_dir.clone(),
+            defaults: config.defaults.clone(),
+            watch: config.reload.watch,
+            debounce: config.reload.debounce.0,
+        }
+    }
+}
+
 /// Loads the tools directory again and swaps it in if it is valid and different.
-pub async fn reload_now(state: &AppState) -> Reloaded {
-    let dir = state.config.tools_dir.clone();
-    let defaults = state.config.defaults.clone();
+pub async fn reload_now(state: &Reloader) -> Reloaded {
+    let dir = state.tools_dir.clone();
+    let defaults = state.defaults.clone();
     let loaded = tokio::task::spawn_blocking(move || Registry::load(&dir, &defaults)).await;
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut status = state.reload.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut status = state.status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     status.last_attempt_ms = Some(now_ms);
     match loaded {
         Ok(Ok(registry)) => {
@@ -140,11 +170,11 @@ impl Drop for WatchHandle {
 }
 
 /// Starts reloading on file changes (when `reload.watch`) and on SIGHUP.
-pub fn spawn(state: AppState) -> WatchHandle {
+pub fn spawn(state: Reloader) -> WatchHandle {
     // A full channel only means a reload is already pending: dropping the event is fine.
     let (tx, mut rx) = mpsc::channel::<()>(1);
-    let watcher = if state.config.reload.watch {
-        Watch::start(state.config.tools_dir.clone(), tx.clone()).map(Arc::new)
+    let watcher = if state.watch {
+        Watch::start(state.tools_dir.clone(), tx.clone()).map(Arc::new)
     } else {
         None
     };
@@ -152,7 +182,7 @@ pub fn spawn(state: AppState) -> WatchHandle {
         w.follow_secrets(&state.registry.load().secret_files);
     }
     spawn_sighup(tx);
-    let debounce = state.config.reload.debounce.0;
+    let debounce = state.debounce;
     let follow = watcher.clone();
     let task = tokio::spawn(async move {
         while rx.recv().await.is_some() {
@@ -286,8 +316,3 @@ fn spawn_sighup(tx: mpsc::Sender<()>) {
 
 #[cfg(not(unix))]
 fn spawn_sighup(_tx: mpsc::Sender<()>) {}
-
-/// How long a test should wait for a debounced reload to land.
-pub fn settle_time(debounce: Duration) -> Duration {
-    debounce * 4 + Duration::from_millis(500)
-}

@@ -181,7 +181,7 @@ pub struct HttpSpec {
     pub egress_deny: Vec<ipnet::IpNet>,
     /// The tool's own TLS settings (`[tools.http] tls`) and its client; `None`: the shared
     /// client and the server-wide settings.
-    pub tls: Option<std::sync::Arc<crate::backend::tls::ToolTls>>,
+    pub tls: Option<std::sync::Arc<ToolTls>>,
     /// `allow_path_traversal = true`: URL path placeholder values may contain `..` next to a
     /// separator (they are still percent-encoded). Off by default.
     pub allow_path_traversal: bool,
@@ -262,4 +262,29 @@ pub enum OutputMode {
     #[default]
     Text,
     Json,
+}
+
+/// A tool's own TLS settings and the client built for them (once, on first use; dropped with
+/// the tool set on reload).
+pub struct ToolTls {
+    pub material: crate::config::tls::TlsMaterial,
+    pub client: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl ToolTls {
+    pub fn new(material: crate::config::tls::TlsMaterial) -> Self {
+        ToolTls {
+            material,
+            client: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolTls")
+            .field("material", &self.material)
+            .field("client_built", &self.client.get().is_some())
+            .finish()
+    }
 }

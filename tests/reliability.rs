@@ -773,7 +773,7 @@ async fn f14_invalid_config_during_hot_reload() {
     .await;
     // Invalid: a syntax error. Rejected; the old set stays.
     std::fs::write(fx.tools.join("b.json"), "{\"tools\": [").unwrap();
-    let out = toolwire::reload::reload_now(&server.state).await;
+    let out = toolwire::reload::reload_now(&server.state.reloader).await;
     assert!(matches!(out, toolwire::reload::Reloaded::Rejected { .. }), "{out:?}");
     assert_eq!(server.version(), v0);
     let ready = server.get("/v1/tools").await.body;
@@ -785,7 +785,7 @@ async fn f14_invalid_config_during_hot_reload() {
     // Valid, without `slow`: swapped while `slow` is still running.
     std::fs::remove_file(fx.tools.join("a.json")).unwrap();
     fx.write_tools("b.json", &json!([quick]));
-    let out = toolwire::reload::reload_now(&server.state).await;
+    let out = toolwire::reload::reload_now(&server.state.reloader).await;
     assert!(matches!(out, toolwire::reload::Reloaded::Swapped { .. }), "{out:?}");
     assert_ne!(server.version(), v0);
     let body = in_flight.await.unwrap();

@@ -339,7 +339,7 @@ async fn a_reload_keeps_per_tool_concurrency_counts() {
         &tools_json(&[tool("Sleeps; still one at a time.")]),
     );
     assert!(matches!(
-        toolwire::reload::reload_now(&served.state).await,
+        toolwire::reload::reload_now(&served.state.reloader).await,
         toolwire::reload::Reloaded::Swapped { .. }
     ));
     // The new set's tool still counts the call of the old set: no slot before the deadline.

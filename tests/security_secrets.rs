@@ -63,7 +63,7 @@ async fn diagnostics_never_show_resolved_secrets() {
     let mut bad2 = fx.http_tool("three", json!({"url": "http://127.0.0.1:9/z"}), json!({}));
     bad2["http"]["method"] = json!("${file:secret.txt}");
     fx.write_tools("b.json", &json!([bad1, bad2]));
-    let out = reload_now(&server.state).await;
+    let out = reload_now(&server.state.reloader).await;
     assert!(matches!(out, Reloaded::Rejected { errors } if errors >= 2), "{out:?}");
 
     let ready = server.get("/readyz").await;
@@ -511,7 +511,7 @@ async fn file_secrets_must_be_small_regular_files() {
         t["http"]["headers"]["X-Key"] = json!(format!("${{file:{target}}}"));
         fx.write_tools("b.json", &json!([t]));
         // Generous: a FIFO used to block the reload forever.
-        let out = tokio::time::timeout(Duration::from_secs(30), reload_now(&server.state))
+        let out = tokio::time::timeout(Duration::from_secs(30), reload_now(&server.state.reloader))
             .await
             .unwrap_or_else(|_| panic!("the reload hangs on `{target}`"));
         assert!(matches!(out, Reloaded::Rejected { .. }), "{target}: {out:?}");

@@ -8,8 +8,8 @@ pub mod idempotency;
 mod observe;
 pub mod stream;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use axum::Router;
@@ -40,7 +40,10 @@ pub struct AppState {
     /// Requests being worked on; when none is free, new work is shed with 503.
     pub work_slots: Arc<Semaphore>,
     pub tokens: Arc<guard::Tokens>,
+    /// What reloads did (`/readyz`, `/v1/tools`); the same status the reloader writes.
     pub reload: crate::reload::SharedStatus,
+    /// Reloads the tool set (file watch, SIGHUP); holds the same `registry`.
+    pub reloader: crate::reload::Reloader,
     /// Recent `Idempotency-Key`s of execute requests and their answers.
     pub request_keys: idempotency::RequestKeys,
 }
@@ -50,8 +53,11 @@ impl AppState {
     pub fn new(config: ServerConfig, registry: Registry, executor: Executor) -> Self {
         let _ = crate::telemetry::metrics::handle();
         crate::telemetry::metrics::reload("initial", registry.len());
+        let reloader = crate::reload::Reloader::new(registry, &config);
         AppState {
-            registry: Arc::new(ArcSwap::from_pointee(registry)),
+            registry: Arc::clone(&reloader.registry),
+            reload: Arc::clone(&reloader.status),
+            reloader,
             work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
             tokens: Arc::new(guard::Tokens::new(&config.auth.tokens)),
             request_keys: Arc::new(crate::store::MemoryStore::new(
@@ -63,7 +69,6 @@ impl AppState {
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),
             draining: Arc::new(AtomicBool::new(false)),
-            reload: Arc::new(Mutex::new(crate::reload::ReloadStatus::default())),
         }
     }
 }

@@ -26,9 +26,10 @@ use tokio::time::Instant;
 
 use super::egress::{Blocked, EgressPolicy, GuardedResolver};
 use super::files::{self, BodyKind};
-use super::tls::{self, TlsMaterial};
+use super::tls;
 use super::{Attempt, BackendError, Output};
 use crate::config::server::HttpClientConfig;
+use crate::config::tls::TlsMaterial;
 use crate::template::{Segment, Template, lookup, scalar_text};
 use crate::tool::{HttpBody, HttpSpec};
 

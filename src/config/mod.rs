@@ -9,6 +9,7 @@ pub mod lint;
 pub mod load;
 pub mod params;
 pub mod server;
+pub mod tls;
 pub mod tool_file;
 
 use std::fmt;

@@ -161,8 +161,8 @@ pub struct HttpClientConfig {
 
 impl HttpClientConfig {
     /// The server-wide TLS file settings.
-    pub fn tls_paths(&self) -> crate::backend::tls::TlsPaths {
-        crate::backend::tls::TlsPaths {
+    pub fn tls_paths(&self) -> super::tls::TlsPaths {
+        super::tls::TlsPaths {
             ca_file: self.ca_file.clone(),
             client_cert: self.client_cert.clone(),
             client_key: self.client_key.clone(),

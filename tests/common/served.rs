@@ -60,7 +60,7 @@ impl Served {
             executor = executor.with_jitter(j);
         }
         let state = AppState::new(config, registry, executor);
-        let reloader = opts.reloader.then(|| toolwire::reload::spawn(state.clone()));
+        let reloader = opts.reloader.then(|| toolwire::reload::spawn(state.reloader.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(toolwire::server::serve(listener, state.clone(), async move {
             let _ = stopped.await;
