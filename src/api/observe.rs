@@ -12,7 +12,7 @@ use tracing::Instrument as _;
 use crate::telemetry::metrics;
 
 /// Wraps every request.
-pub async fn observe(req: Request, next: Next) -> Response {
+pub(super) async fn observe(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = req
         .extensions()

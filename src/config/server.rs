@@ -177,12 +177,12 @@ mod empty_path {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
         let s = String::deserialize(d)?;
         Ok((!s.is_empty()).then(|| PathBuf::from(s)))
     }
 
-    pub fn serialize<S: Serializer>(v: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(v: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&v.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default())
     }
 }
