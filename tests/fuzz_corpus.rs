@@ -7,14 +7,19 @@
 use std::path::{Path, PathBuf};
 
 #[path = "../fuzz/targets/load_tools_config.rs"]
+#[allow(unreachable_pub, reason = "a fuzz target compiled as a test module")]
 mod load_tools_config;
 #[path = "../fuzz/targets/parse_completion.rs"]
+#[allow(unreachable_pub, reason = "a fuzz target compiled as a test module")]
 mod parse_completion;
 #[path = "../fuzz/targets/parse_request_body.rs"]
+#[allow(unreachable_pub, reason = "a fuzz target compiled as a test module")]
 mod parse_request_body;
 #[path = "../fuzz/targets/parse_retry_after.rs"]
+#[allow(unreachable_pub, reason = "a fuzz target compiled as a test module")]
 mod parse_retry_after;
 #[path = "../fuzz/targets/validate_args.rs"]
+#[allow(unreachable_pub, reason = "a fuzz target compiled as a test module")]
 mod validate_args;
 
 /// The corpus files of `target`, sorted; fails when there are none (a renamed or empty corpus

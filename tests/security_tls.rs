@@ -8,6 +8,7 @@
 
 mod common;
 #[path = "common/tls_backend.rs"]
+#[allow(unreachable_pub, reason = "shared test helper")]
 mod tls_backend;
 
 use std::path::Path;

@@ -1,5 +1,9 @@
 //! Shared test harness. Each test binary uses a subset.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared test helpers: each test binary uses a subset, and nothing here is a public API"
+)]
 
 pub mod binary;
 pub mod faults;
