@@ -1,18 +1,37 @@
 //! toolwire: a sidecar server that executes LLM tool calls.
 //!
 //! ```text
-//! config/ + tools.d/ ─► config::load ─► registry::Registry (compiled schemas, backends)
-//! POST /v1/execute ─► provider::detect/parse ─► [call::ToolCall] ─► executor ─► backend
-//!                  ─► [call::ToolResult] ─► provider::format ─► { results, messages, assistant, finished }
-//! GET /v1/schemas  ─► registry ─► provider::declare ─► provider-native `tools` array
+//! config/ + tools.d/ ─► config ─► registry (runtime tools) ─────────────┐
+//! POST /v1/execute ─► turn ─► provider::detect/parse ─► [ToolCall] ─► executor ─► backend
+//!                       ◄─ provider::format ◄─ [ToolResult] ◄──────────┘
+//! GET /v1/schemas  ─► provider::catalog ─► provider-native `tools` array
 //! ```
 //!
 //! # Layout
+//! Data flows one way; every arrow points down this list (`make module-graph` checks it).
+//! - [`config`]: the server config (embedded defaults → file → env) and tool files as written,
+//!   `${env:}`/`${file:}` interpolation, TLS material, diagnostics with locations, lints.
+//! - [`registry`], [`tool`], [`template`], [`tool_name`]: raw config → runtime tools (compiled
+//!   schemas, argument rules, visible state paths, backends), lookup by name; `{placeholder}`
+//!   templates; the one portable tool-name rule.
+//! - [`reload`]: hot reload (file watch, SIGHUP) — atomic swap of the registry, with status.
 //! - [`call`]: the neutral call/result types every stage shares.
-//! - [`provider`]: one module per wire format (parse, format, declare), what several share
-//!   (`provider::common`), shape detection, and the schema dialects ([`provider::schema`], one
-//!   file per dialect).
-//! - [`tool_name`]: the one tool-name rule, checked by the registry and by every declaration.
+//! - [`provider`]: one module per wire format (parse, format, declare) with what several share
+//!   (`provider::common`), shape detection, the schema dialects ([`provider::schema`]), the
+//!   declarations of a registry ([`provider::catalog`]) and streamed completions
+//!   ([`provider::stream`]).
+//! - [`turn`]: one agent turn — request/response types, prepare (provider, parse, checks), run
+//!   the executor, format the answer; shared by the API and the CLI.
+//! - [`executor`]: per call: validate → inject → replay → admit (limits, breakers) →
+//!   retry{timeout{backend}} → bound the output; one result per call, in order.
+//! - [`backend`]: one entry point ([`backend::Backends`]), one module per kind (HTTP, subprocess
+//!   with its exec shim and reaper), egress policy, TLS clients, files.
+//! - [`store`]: the claim store behind replay and `Idempotency-Key` (in memory by default).
+//! - [`redact`]: masking of secrets (and their encoded forms) in outputs, errors and logs.
+//! - [`api`]: the router, thin handlers, auth/body/shedding guards, streaming answers, errors.
+//! - [`server`], [`shutdown`], [`telemetry`], [`health`]: serving with limits and drain,
+//!   signals, logs and metrics, the `toolwire health` probe.
+//! - [`cli`], [`check`]: the command line (`main.rs` is the only place using `anyhow`).
 
 #![warn(clippy::print_stdout)]
 

@@ -19,7 +19,7 @@
 //!    servers use all sorts of ids and model names. Treating Mistral as `openai_chat` is safe:
 //!    Mistral accepts OpenAI-style tool messages.
 //!
-//! [`matches`] asks the opposite question (does this body fit a named provider?) with the same
+//! [`matches()`] asks the opposite question (does this body fit a named provider?) with the same
 //! per-format shape tests; `openai_chat` and `mistral` accept each other's bodies.
 
 use serde_json::Value;
