@@ -335,7 +335,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_rules_follow_design_section_4() {
+    fn retry_rules_follow_docs_execution_retries() {
         let status = |s| BackendError::Status {
             status: s,
             body_excerpt: String::new(),
