@@ -144,7 +144,9 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                             );
                         }
                         None => {
-                            let kinds: Vec<&str> = start.map(|s| s.keys().map(String::as_str).collect()).unwrap_or_default();
+                            let kinds: Vec<&str> = start
+                                .map(|s| s.keys().map(String::as_str).collect())
+                                .unwrap_or_default();
                             warnings.push(format!(
                                 "event {i}: content block {index} starts as {kinds:?}, which is not assembled; its deltas are skipped"
                             ));
@@ -210,10 +212,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
         block.into_values(&mut content);
     }
     let mut body = Map::new();
-    body.insert(
-        "output".into(),
-        json!({"message": {"role": role, "content": content}}),
-    );
+    body.insert("output".into(), json!({"message": {"role": role, "content": content}}));
     match stop {
         Some(fields) => {
             for (k, v) in fields {
@@ -466,7 +465,9 @@ pub fn decode_eventstream(base64_text: &str) -> Result<Vec<Value>, StreamError> 
             return Err(at(format!("frame length {total} is over the {MAX_FRAME}-byte limit")));
         }
         if total < FRAME_OVERHEAD || headers_len > total - FRAME_OVERHEAD {
-            return Err(at(format!("inconsistent lengths (total {total}, headers {headers_len})")));
+            return Err(at(format!(
+                "inconsistent lengths (total {total}, headers {headers_len})"
+            )));
         }
         if rest.len() < total {
             return Err(at(format!("truncated frame ({} of {total} bytes)", rest.len())));
@@ -501,9 +502,8 @@ pub fn decode_eventstream(base64_text: &str) -> Result<Vec<Value>, StreamError> 
             }
             Some("exception") => {
                 let kind = header(":exception-type").unwrap_or("exception");
-                let payload = json_payload().unwrap_or_else(|_| {
-                    json!({"message": String::from_utf8_lossy(payload).into_owned()})
-                });
+                let payload = json_payload()
+                    .unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(payload).into_owned()}));
                 return Err(StreamError::Provider {
                     provider: P,
                     message: exception_text(kind, &payload),
@@ -587,7 +587,10 @@ mod tests {
             {"toolUse": {"toolUseId": "tooluse_1", "name": "top_song", "input": {"sign": "WZPZ"}}}]}},
             "stopReason": "tool_use"});
         assert_eq!(calls(&a.completion), calls(&expected));
-        assert_eq!(Provider::Bedrock.parse(&a.completion).ok().and_then(|p| p.stop_reason), Some(json!("tool_use")));
+        assert_eq!(
+            Provider::Bedrock.parse(&a.completion).ok().and_then(|p| p.stop_reason),
+            Some(json!("tool_use"))
+        );
     }
 
     #[test]
@@ -672,7 +675,10 @@ mod tests {
         // No messageStop: assembled, warned, no stop reason.
         let a = ok(&[start(), text(0, "hal")]);
         assert_eq!(a.warnings.len(), 1);
-        assert_eq!(Provider::Bedrock.parse(&a.completion).ok().and_then(|p| p.stop_reason), None);
+        assert_eq!(
+            Provider::Bedrock.parse(&a.completion).ok().and_then(|p| p.stop_reason),
+            None
+        );
         // Unknown event types and delta kinds are skipped with a warning.
         let a = ok(&[
             start(),
@@ -698,6 +704,31 @@ mod tests {
         assert!(matches!(assemble(&[metadata()]), Err(StreamError::NoTurn { .. })));
         assert!(matches!(assemble(&[]), Err(StreamError::NoTurn { .. })));
         assert!(matches!(assemble(&[json!(1)]), Err(StreamError::Event { .. })));
+    }
+
+    #[test]
+    fn fragments_split_mid_escape_and_mid_surrogate_pair() {
+        let fragments = ["{\"e\": \"\\ud8", "3d\\ude", "00 \\", "\"x\\", "n\\u00", "e9\"}"];
+        let mut events = vec![start(), tool_start(0, "t", "echo")];
+        events.extend(fragments.iter().map(|f| input(0, f)));
+        events.extend([stop_block(0), stop("tool_use")]);
+        let a = ok(&events);
+        assert_eq!(
+            calls(&a.completion)[0].arguments.to_value(),
+            json!({"e": "\u{1F600} \"x\n\u{e9}"})
+        );
+    }
+
+    /// Many small fragments: assembly is linear (a quadratic rebuild of the argument string
+    /// would not finish in any reasonable time here).
+    #[test]
+    fn many_fragments() {
+        let mut events = vec![start(), tool_start(0, "t", "big"), input(0, "{\"s\": \"")];
+        events.extend((0..100_000).map(|_| input(0, "0123456789")));
+        events.extend([input(0, "\"}"), stop_block(0), stop("tool_use")]);
+        let a = ok(&events);
+        let got = calls(&a.completion);
+        assert_eq!(got[0].arguments.to_value()["s"].as_str().map(str::len), Some(1_000_000));
     }
 
     proptest! {
@@ -752,7 +783,15 @@ mod tests {
             h.extend_from_slice(&(value.len() as u16).to_be_bytes());
             h.extend_from_slice(value.as_bytes());
         }
-        for (ty, bytes) in [(0u8, vec![]), (2, vec![1]), (3, vec![0, 1]), (4, vec![0; 4]), (5, vec![0; 8]), (8, vec![0; 8]), (9, vec![7; 16])] {
+        for (ty, bytes) in [
+            (0u8, vec![]),
+            (2, vec![1]),
+            (3, vec![0, 1]),
+            (4, vec![0; 4]),
+            (5, vec![0; 8]),
+            (8, vec![0; 8]),
+            (9, vec![7; 16]),
+        ] {
             h.push(1);
             h.push(b'x');
             h.push(ty);
@@ -774,7 +813,11 @@ mod tests {
 
     fn event_frame(event_type: &str, payload: &Value) -> Vec<u8> {
         frame(
-            &[(":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")],
+            &[
+                (":event-type", event_type),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
             payload.to_string().as_bytes(),
         )
     }
@@ -792,15 +835,31 @@ mod tests {
     #[test]
     fn eventstream_round_trip() {
         let mut bytes = Vec::new();
-        bytes.extend(event_frame("messageStart", &json!({"p": "abcdefgh", "role": "assistant"})));
-        bytes.extend(event_frame("contentBlockStart", &json!({"contentBlockIndex": 0, "p": "ab",
-            "start": {"toolUse": {"toolUseId": "t1", "name": "top_song"}}})));
-        bytes.extend(event_frame("contentBlockDelta", &json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{\"sign\":\"WZPZ\"}"}}, "p": "a"})));
-        bytes.extend(event_frame("contentBlockStop", &json!({"contentBlockIndex": 0, "p": "abc"})));
+        bytes.extend(event_frame(
+            "messageStart",
+            &json!({"p": "abcdefgh", "role": "assistant"}),
+        ));
+        bytes.extend(event_frame(
+            "contentBlockStart",
+            &json!({"contentBlockIndex": 0, "p": "ab",
+            "start": {"toolUse": {"toolUseId": "t1", "name": "top_song"}}}),
+        ));
+        bytes.extend(event_frame(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{\"sign\":\"WZPZ\"}"}}, "p": "a"}),
+        ));
+        bytes.extend(event_frame(
+            "contentBlockStop",
+            &json!({"contentBlockIndex": 0, "p": "abc"}),
+        ));
         bytes.extend(event_frame("messageStop", &json!({"stopReason": "tool_use", "p": "x"})));
         bytes.extend(event_frame("metadata", &json!({"usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3}, "metrics": {"latencyMs": 5}, "p": "y"})));
         // Base64 with line breaks, as a copied body may have.
-        let text: String = b64(&bytes).as_bytes().chunks(76).map(|c| String::from_utf8_lossy(c).into_owned() + "\n").collect();
+        let text: String = b64(&bytes)
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8_lossy(c).into_owned() + "\n")
+            .collect();
         let events = decode_eventstream(&text);
         insta::assert_json_snapshot!(events.as_ref().ok());
         let events = events.unwrap_or_default();
@@ -818,26 +877,37 @@ mod tests {
         let mut bad = good.clone();
         let last = bad.len() - 5;
         bad[last] ^= 1;
-        assert!(matches!(decode_eventstream(&b64(&bad)), Err(StreamError::Wire { reason, .. }) if reason.contains("message CRC")));
+        assert!(
+            matches!(decode_eventstream(&b64(&bad)), Err(StreamError::Wire { reason, .. }) if reason.contains("message CRC"))
+        );
         // Bad prelude CRC.
         let mut bad = good.clone();
         bad[9] ^= 1;
-        assert!(matches!(decode_eventstream(&b64(&bad)), Err(StreamError::Wire { reason, .. }) if reason.contains("prelude CRC")));
+        assert!(
+            matches!(decode_eventstream(&b64(&bad)), Err(StreamError::Wire { reason, .. }) if reason.contains("prelude CRC"))
+        );
         // Truncated at every length: an error, never a panic.
         for cut in 1..good.len() {
-            assert!(matches!(decode_eventstream(&b64(&good[..cut])), Err(StreamError::Wire { .. })), "cut {cut}");
+            assert!(
+                matches!(decode_eventstream(&b64(&good[..cut])), Err(StreamError::Wire { .. })),
+                "cut {cut}"
+            );
         }
         // A second frame cut short after a good one.
         let mut two = good.clone();
         two.extend_from_slice(&good[..20]);
-        assert!(matches!(decode_eventstream(&b64(&two)), Err(StreamError::Wire { reason, .. }) if reason.contains("truncated")));
+        assert!(
+            matches!(decode_eventstream(&b64(&two)), Err(StreamError::Wire { reason, .. }) if reason.contains("truncated"))
+        );
         // Oversized length (with a valid prelude CRC).
         let mut huge = Vec::new();
         huge.extend_from_slice(&(u32::MAX).to_be_bytes());
         huge.extend_from_slice(&0u32.to_be_bytes());
         let crc = crc32(&huge);
         huge.extend_from_slice(&crc.to_be_bytes());
-        assert!(matches!(decode_eventstream(&b64(&huge)), Err(StreamError::Wire { reason, .. }) if reason.contains("limit")));
+        assert!(
+            matches!(decode_eventstream(&b64(&huge)), Err(StreamError::Wire { reason, .. }) if reason.contains("limit"))
+        );
         // Headers longer than the frame.
         let mut inconsistent = Vec::new();
         inconsistent.extend_from_slice(&20u32.to_be_bytes());
@@ -845,25 +915,42 @@ mod tests {
         let crc = crc32(&inconsistent);
         inconsistent.extend_from_slice(&crc.to_be_bytes());
         inconsistent.extend_from_slice(&[0; 8]);
-        assert!(matches!(decode_eventstream(&b64(&inconsistent)), Err(StreamError::Wire { .. })));
+        assert!(matches!(
+            decode_eventstream(&b64(&inconsistent)),
+            Err(StreamError::Wire { .. })
+        ));
         // Not base64; payload not JSON.
         assert!(matches!(decode_eventstream("!!!"), Err(StreamError::Wire { .. })));
         let not_json = frame(&[(":event-type", "messageStart"), (":message-type", "event")], b"{nope");
-        assert!(matches!(decode_eventstream(&b64(&not_json)), Err(StreamError::Wire { .. })));
+        assert!(matches!(
+            decode_eventstream(&b64(&not_json)),
+            Err(StreamError::Wire { .. })
+        ));
     }
 
     #[test]
     fn eventstream_exception_frame() {
         let mut bytes = event_frame("messageStart", &json!({"role": "assistant"}));
         bytes.extend(frame(
-            &[(":exception-type", "modelStreamErrorException"), (":content-type", "application/json"), (":message-type", "exception")],
+            &[
+                (":exception-type", "modelStreamErrorException"),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
             br#"{"message":"The model stream failed","originalStatusCode":500}"#,
         ));
         assert!(matches!(
             decode_eventstream(&b64(&bytes)),
             Err(StreamError::Provider { message, .. }) if message == "modelStreamErrorException: The model stream failed"
         ));
-        let err = frame(&[(":message-type", "error"), (":error-code", "InternalFailure"), (":error-message", "boom")], b"");
+        let err = frame(
+            &[
+                (":message-type", "error"),
+                (":error-code", "InternalFailure"),
+                (":error-message", "boom"),
+            ],
+            b"",
+        );
         assert!(matches!(
             decode_eventstream(&b64(&err)),
             Err(StreamError::Provider { message, .. }) if message == "InternalFailure: boom"

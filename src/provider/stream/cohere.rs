@@ -54,11 +54,7 @@ impl Content {
 
 /// `delta.message.<key>` of an event.
 fn message_field<'a>(event: &'a Value, key: &str) -> Option<&'a Value> {
-    event
-        .get("delta")?
-        .get("message")?
-        .get(key)
-        .filter(|v| !v.is_null())
+    event.get("delta")?.get("message")?.get(key).filter(|v| !v.is_null())
 }
 
 /// Assembles the events of one streamed v2 chat response.
@@ -100,7 +96,11 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                 if let Some(v) = event.get("id").filter(|v| !v.is_null()) {
                     id = Some(v.clone());
                 }
-                if let Some(m) = event.get("delta").and_then(|d| d.get("message")).and_then(Value::as_object) {
+                if let Some(m) = event
+                    .get("delta")
+                    .and_then(|d| d.get("message"))
+                    .and_then(Value::as_object)
+                {
                     for (k, v) in m {
                         // The list fields and the plan start empty here; they are filled by
                         // their own events.
@@ -126,7 +126,11 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                     Some(Value::Array(list)) if list.len() == 1 => list[0]
                         .as_object()
                         .ok_or_else(|| bad(format!("tool call {index} is not an object")))?,
-                    _ => return Err(bad(format!("tool call {index}: no ToolCallV2 in delta.message.tool_calls"))),
+                    _ => {
+                        return Err(bad(format!(
+                            "tool call {index}: no ToolCallV2 in delta.message.tool_calls"
+                        )));
+                    }
                 };
                 let mut start = call.clone();
                 let arguments = start
@@ -223,7 +227,11 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
             }
             "tool-call-end" | "content-end" | "citation-end" => {}
             "message-end" => {
-                let delta = event.get("delta").and_then(Value::as_object).cloned().unwrap_or_default();
+                let delta = event
+                    .get("delta")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 if let Some(error) = delta.get("error").and_then(Value::as_str) {
                     return Err(StreamError::Provider {
                         provider: P,
@@ -419,7 +427,10 @@ mod tests {
         insta::assert_json_snapshot!(a.completion);
         let parsed = Provider::Cohere.parse(&a.completion).ok();
         assert_eq!(parsed.as_ref().map(|p| p.finished), Some(true));
-        assert_eq!(a.completion["message"]["content"][1]["text"], json!("It is 5°C in Toronto."));
+        assert_eq!(
+            a.completion["message"]["content"][1]["text"],
+            json!("It is 5°C in Toronto.")
+        );
     }
 
     #[test]
@@ -450,8 +461,15 @@ mod tests {
     fn broken_streams() {
         let a = ok(&[start(), json!({"type": "debug", "x": 1}), end("COMPLETE")]);
         assert_eq!(a.warnings.len(), 1);
-        let a = ok(&[start(), json!({"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": "hi"}}}}), end("COMPLETE")]);
-        assert_eq!(a.completion["message"]["content"], json!([{"type": "text", "text": "hi"}]));
+        let a = ok(&[
+            start(),
+            json!({"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": "hi"}}}}),
+            end("COMPLETE"),
+        ]);
+        assert_eq!(
+            a.completion["message"]["content"],
+            json!([{"type": "text", "text": "hi"}])
+        );
         assert!(matches!(
             assemble(&[start(), args(3, "{}")]),
             Err(StreamError::Event { index: 1, reason, .. }) if reason.contains("tool call 3")
@@ -466,7 +484,10 @@ mod tests {
         ));
         assert!(matches!(assemble(&[]), Err(StreamError::NoTurn { .. })));
         assert!(matches!(assemble(&[end("COMPLETE")]), Err(StreamError::NoTurn { .. })));
-        assert!(matches!(assemble(&[json!({"no": "type"})]), Err(StreamError::Event { .. })));
+        assert!(matches!(
+            assemble(&[json!({"no": "type"})]),
+            Err(StreamError::Event { .. })
+        ));
     }
 
     /// `s` split at the given character positions.
@@ -481,6 +502,19 @@ mod tests {
             last = c;
         }
         out
+    }
+
+    #[test]
+    fn fragments_split_mid_escape_and_mid_surrogate_pair() {
+        let fragments = ["{\"e\": \"\\ud8", "3d\\ude", "00 \\", "\"x\\", "n\\u00", "e9\"}"];
+        let mut events = vec![start(), call_start(0, "c", "echo")];
+        events.extend(fragments.iter().map(|f| args(0, f)));
+        events.extend([call_end(0), end("TOOL_CALL")]);
+        let a = ok(&events);
+        assert_eq!(
+            calls(&a.completion)[0].arguments.to_value(),
+            json!({"e": "\u{1F600} \"x\n\u{e9}"})
+        );
     }
 
     proptest! {

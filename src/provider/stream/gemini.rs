@@ -317,13 +317,18 @@ mod tests {
         insta::assert_json_snapshot!(a.completion);
         let parsed = Provider::Gemini.parse(&a.completion).ok();
         assert_eq!(parsed.as_ref().map(|p| p.calls.len()), Some(2));
-        assert_eq!(
-            parsed.as_ref().and_then(|p| p.stop_reason.clone()),
-            Some(json!("STOP"))
-        );
+        assert_eq!(parsed.as_ref().and_then(|p| p.stop_reason.clone()), Some(json!("STOP")));
         // The text chunks stay two parts; the signature stays on the first call.
-        assert_eq!(a.completion["candidates"][0]["content"]["parts"].as_array().map(Vec::len), Some(4));
-        assert_eq!(a.completion["candidates"][0]["content"]["parts"][2]["thoughtSignature"], json!("c2ln"));
+        assert_eq!(
+            a.completion["candidates"][0]["content"]["parts"]
+                .as_array()
+                .map(Vec::len),
+            Some(4)
+        );
+        assert_eq!(
+            a.completion["candidates"][0]["content"]["parts"][2]["thoughtSignature"],
+            json!("c2ln")
+        );
         assert_eq!(a.completion["usageMetadata"]["totalTokenCount"], json!(40));
     }
 
@@ -333,7 +338,10 @@ mod tests {
             chunk(json!([{"text": "**Planning**", "thought": true}]), json!({})),
             chunk(json!([{"text": "Il fait 12 °C"}]), json!({})),
             chunk(json!([{"text": " à Paris."}]), json!({})),
-            chunk(json!([{"text": "", "thoughtSignature": "ZW5k"}]), json!({"finishReason": "STOP"})),
+            chunk(
+                json!([{"text": "", "thoughtSignature": "ZW5k"}]),
+                json!({"finishReason": "STOP"}),
+            ),
         ];
         let a = ok(&events);
         insta::assert_json_snapshot!(a.completion);
@@ -390,7 +398,10 @@ mod tests {
         let a = ok(&events);
         assert_eq!(a.warnings.len(), 1);
         assert_eq!(calls(&a.completion).len(), 1);
-        assert_eq!(Provider::Gemini.parse(&a.completion).ok().and_then(|p| p.stop_reason), None);
+        assert_eq!(
+            Provider::Gemini.parse(&a.completion).ok().and_then(|p| p.stop_reason),
+            None
+        );
     }
 
     #[test]
@@ -410,7 +421,10 @@ mod tests {
             assemble(&[json!({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}})]),
             Err(StreamError::Provider { message, .. }) if message == "UNAVAILABLE: overloaded (503)"
         ));
-        assert!(matches!(assemble(&[json!([1])]), Err(StreamError::Event { index: 0, .. })));
+        assert!(matches!(
+            assemble(&[json!([1])]),
+            Err(StreamError::Event { index: 0, .. })
+        ));
         assert!(matches!(
             assemble(&[json!({"candidates": [{"content": {"parts": {}}}]})]),
             Err(StreamError::Event { .. })
@@ -419,7 +433,10 @@ mod tests {
             assemble(&[json!({"candidates": [{"index": "x"}]})]),
             Err(StreamError::Event { .. })
         ));
-        let a = ok(&[json!({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}]}), json!({"weird": 1})]);
+        let a = ok(&[
+            json!({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "STOP"}]}),
+            json!({"weird": 1}),
+        ]);
         assert_eq!(a.warnings.len(), 1);
     }
 }

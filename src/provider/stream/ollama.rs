@@ -47,7 +47,9 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
             });
         }
         if done {
-            warnings.push(format!("chunk {i} came after the `done: true` chunk; it was assembled too"));
+            warnings.push(format!(
+                "chunk {i} came after the `done: true` chunk; it was assembled too"
+            ));
         }
         match obj.get("message") {
             None | Some(Value::Null) => {
@@ -102,7 +104,8 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
     }
     if !done {
         warnings.push(
-            "no `done: true` chunk: the stream was cut short; what arrived was assembled without a done_reason".to_owned(),
+            "no `done: true` chunk: the stream was cut short; what arrived was assembled without a done_reason"
+                .to_owned(),
         );
     }
 
@@ -206,7 +209,9 @@ mod tests {
     #[test]
     fn call_without_id_or_arguments() {
         let events = [
-            chunk(json!({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "now", "arguments": {}}}]})),
+            chunk(
+                json!({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "now", "arguments": {}}}]}),
+            ),
             done(),
         ];
         let a = ok(&events);
@@ -221,19 +226,29 @@ mod tests {
         let a = ok(&[chunk(json!({"role": "assistant", "content": "hal"}))]);
         assert_eq!(a.warnings.len(), 1);
         assert_eq!(a.completion["done"], json!(false));
-        assert_eq!(Provider::Ollama.parse(&a.completion).ok().and_then(|p| p.stop_reason), None);
+        assert_eq!(
+            Provider::Ollama.parse(&a.completion).ok().and_then(|p| p.stop_reason),
+            None
+        );
         assert!(matches!(
             assemble(&[chunk(json!({"content": "x"})), json!({"error": "model crashed"})]),
             Err(StreamError::Provider { message, .. }) if message == "model crashed"
         ));
         assert!(matches!(assemble(&[]), Err(StreamError::NoTurn { .. })));
-        assert!(matches!(assemble(&[json!({"model": "m", "done": true})]), Err(StreamError::NoTurn { .. })));
+        assert!(matches!(
+            assemble(&[json!({"model": "m", "done": true})]),
+            Err(StreamError::NoTurn { .. })
+        ));
         assert!(matches!(assemble(&[json!("x")]), Err(StreamError::Event { .. })));
         assert!(matches!(
             assemble(&[chunk(json!({"content": 3}))]),
             Err(StreamError::Event { .. })
         ));
-        let a = ok(&[chunk(json!({"role": "assistant", "content": "a"})), json!({"weird": 1}), done()]);
+        let a = ok(&[
+            chunk(json!({"role": "assistant", "content": "a"})),
+            json!({"weird": 1}),
+            done(),
+        ]);
         assert_eq!(a.warnings.len(), 1);
     }
 }
