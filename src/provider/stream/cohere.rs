@@ -92,6 +92,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
         };
         match ty {
             "message-start" => {
+                let first = !started;
                 started = true;
                 if let Some(v) = event.get("id").filter(|v| !v.is_null()) {
                     id = Some(v.clone());
@@ -101,9 +102,17 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                     .and_then(|d| d.get("message"))
                     .and_then(Value::as_object)
                 {
+                    // A plan already present in the first message-start (normally "") starts
+                    // the plan.
+                    if first
+                        && tool_plan.is_empty()
+                        && let Some(Value::String(seed)) = m.get("tool_plan")
+                    {
+                        tool_plan.push_str(seed);
+                    }
                     for (k, v) in m {
-                        // The list fields and the plan start empty here; they are filled by
-                        // their own events.
+                        // The list fields start empty here; they are filled by their own
+                        // events.
                         if !matches!(k.as_str(), "content" | "tool_plan" | "tool_calls" | "citations") && !v.is_null() {
                             message.insert(k.clone(), v.clone());
                         }
