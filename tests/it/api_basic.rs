@@ -71,7 +71,7 @@ async fn schemas_per_provider_and_filters() {
     let (_, b) = server.get_json("/v1/schemas?provider=bedrock&tools=get_weather").await;
     assert_eq!(b[0]["toolSpec"]["name"], "get_weather");
     let (_, b) = server
-        .get("/v1/schemas?provider=openai_responses&strict=true&tools=search_orders")
+        .get_json("/v1/schemas?provider=openai_responses&strict=true&tools=search_orders")
         .await;
     assert_eq!(b[0]["strict"], true);
     assert_eq!(b[0]["parameters"]["additionalProperties"], false);

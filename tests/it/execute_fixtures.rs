@@ -204,7 +204,7 @@ async fn every_provider_fixture_executes_and_every_call_is_answered() {
     let mut executed_calls = 0;
     for f in &all {
         let (status, resp) = server
-            .post("/v1/execute", &json!({"provider": f.provider, "completion": f.body}))
+            .post_json("/v1/execute", &json!({"provider": f.provider, "completion": f.body}))
             .await;
         assert_eq!(status, 200, "{}/{}: {resp}", f.provider, f.stem);
         assert_eq!(resp["provider"], json!(f.provider), "{}/{}", f.provider, f.stem);
@@ -295,7 +295,7 @@ async fn cli_execute_prints_what_the_endpoint_answers() {
     for (provider, stem) in picked {
         let f = all.iter().find(|f| f.provider == provider && f.stem == stem).unwrap();
         let (s, endpoint) = server
-            .post(
+            .post_json(
                 "/v1/execute",
                 &json!({"provider": provider, "completion": f.body, "state": {"k": "v"}}),
             )
@@ -350,7 +350,7 @@ async fn cli_call_prints_the_result_object_of_the_call_endpoint() {
     let args = json!({"q": "x", "n": [1, 2]});
     let state = json!({"user_id": "u-42"});
     let (s, endpoint) = server
-        .post(
+        .post_json(
             "/v1/tools/echo_envelope/call",
             &json!({"arguments": args, "state": state}),
         )
@@ -380,7 +380,7 @@ async fn cli_call_prints_the_result_object_of_the_call_endpoint() {
 
     // A failed call prints the same error result and exits 1.
     let (s, endpoint) = server
-        .post("/v1/tools/exit_three/call", &json!({"arguments": {}}))
+        .post_json("/v1/tools/exit_three/call", &json!({"arguments": {}}))
         .await;
     assert_eq!(s, 200);
     assert_eq!(endpoint["error"]["kind"], json!("nonzero_exit"));

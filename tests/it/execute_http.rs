@@ -177,7 +177,7 @@ async fn invalid_arguments_give_pointer_paths_at_most_ten_and_never_echo_values(
 
     // The direct call endpoint masks the same way.
     let (s, r) = server
-        .post(
+        .post_json(
             "/v1/tools/small/call",
             &json!({"arguments": {"city": 1, "code": VALUE}}),
         )
@@ -605,7 +605,7 @@ async fn state_reaches_the_backend_only_where_injected_and_never_the_response() 
     // The call endpoint injects the same way.
     mock.reset_records();
     let (s, r) = server
-        .post(
+        .post_json(
             "/v1/tools/with_state/call",
             &json!({"arguments": {"q": 3}, "state": {"user_id": USER, "tenant": TENANT}}),
         )
@@ -633,7 +633,7 @@ async fn the_call_endpoint_returns_one_result_object_ok_or_failed() {
     ]);
     let server = Served::start_dir_without_replay(tools.path()).await;
     let (s, r) = server
-        .post("/v1/tools/echo/call", &json!({"arguments": {"x": 1}}))
+        .post_json("/v1/tools/echo/call", &json!({"arguments": {"x": 1}}))
         .await;
     assert_eq!(s, 200);
     assert_eq!(r["ok"], json!(true), "{r}");
@@ -661,7 +661,7 @@ async fn the_call_endpoint_returns_one_result_object_ok_or_failed() {
     assert_eq!(s, 404);
     assert_eq!(r["error"]["code"], json!("unknown_tool"));
     let (s, r) = server
-        .post("/v1/tools/echo/call", &json!({"arguments": {}, "state": "x"}))
+        .post_json("/v1/tools/echo/call", &json!({"arguments": {}, "state": "x"}))
         .await;
     assert_eq!(s, 422);
     assert_eq!(r["error"]["code"], json!("unprocessable"));

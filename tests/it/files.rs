@@ -106,7 +106,7 @@ async fn binary_http_body_round_trips_and_data_is_opt_in() {
 
     // Default: name, type and size only.
     let (s, b) = server
-        .post(
+        .post_json(
             "/v1/execute",
             &json!({"provider": "openai_chat", "completion": completion}),
         )
@@ -133,7 +133,7 @@ async fn binary_http_body_round_trips_and_data_is_opt_in() {
 
     // Asked for: the exact bytes, and the image in a user message.
     let (_, b) = server
-        .post(
+        .post_json(
             "/v1/execute",
             &json!({"provider": "openai_chat", "completion": completion,
                     "options": {"include_file_data": true, "files_as_user_message": true}}),
@@ -152,7 +152,7 @@ async fn binary_http_body_round_trips_and_data_is_opt_in() {
 
     // Anthropic gets a native image block with the same bytes.
     let (_, b) = server
-        .post(
+        .post_json(
             "/v1/execute",
             &json!({"completion": anthropic_completion(&[("toolu_1", "chart", json!({}))])}),
         )
@@ -173,7 +173,7 @@ async fn json_files_form_from_an_exec_tool() {
     let server = Served::start_dir(dir.path()).await;
     let completion = anthropic_completion(&[("toolu_1", "make_files", json!({"mode": "ok"}))]);
     let (s, b) = server
-        .post(
+        .post_json(
             "/v1/execute",
             &json!({"completion": completion, "options": {"include_file_data": true}}),
         )

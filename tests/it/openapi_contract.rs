@@ -23,7 +23,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use toolwire::api::ROUTES;
 
-const SPEC_TEXT: &str = include_str!("../openapi.yaml");
+const SPEC_TEXT: &str = include_str!("../../openapi.yaml");
 const HTTP_METHODS: &[&str] = &["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
 struct Spec {

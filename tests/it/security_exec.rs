@@ -37,7 +37,7 @@ fn string_param(name: &str) -> Value {
 /// `POST /v1/tools/{name}/call` on the in-process server.
 async fn call(server: &Served, name: &str, arguments: Value) -> Value {
     let (status, body) = server
-        .post(&format!("/v1/tools/{name}/call"), &json!({"arguments": arguments}))
+        .post_json(&format!("/v1/tools/{name}/call"), &json!({"arguments": arguments}))
         .await;
     assert_eq!(status, 200, "{body}");
     body
@@ -126,7 +126,7 @@ async fn an_option_looking_value_is_refused_where_it_leads_an_argv_element() {
 
     // State-led elements are covered too.
     let (status, r) = server
-        .post(
+        .post_json(
             "/v1/tools/echo_state/call",
             &json!({"arguments": {}, "state": {"mode": "--delete"}}),
         )
@@ -557,7 +557,7 @@ async fn the_stdin_envelope_carries_only_the_state_the_tool_references() {
         ("without_state", json!({})),
     ] {
         let (status, r) = server
-            .post(
+            .post_json(
                 &format!("/v1/tools/{tool}/call"),
                 &json!({"arguments": {"q": 1}, "state": state}),
             )

@@ -2,7 +2,7 @@
 //! end-to-end execution tests (`tests/execute_*.rs`).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
