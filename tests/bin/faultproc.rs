@@ -1,5 +1,5 @@
 //! `faultproc`: a misbehaving child process for the subprocess backend's tests
-//! (`tests/it/common/faultproc.rs` compiles it on first use). The first argument picks the mode:
+//! (`tests/it/common/faultproc.rs` builds it on first use). The first argument picks the mode:
 //!
 //! | mode | behaviour |
 //! |---|---|
