@@ -33,14 +33,20 @@ test:
 		exit $$rc; \
 	fi
 
+## tests/bin/ (the fixture program faultproc) is a package of its own: formatted and linted too.
+FAULTPROC_MANIFEST = --manifest-path tests/bin/Cargo.toml
+
 fmt:
 	$(CARGO) fmt --all
+	$(CARGO) fmt $(FAULTPROC_MANIFEST)
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt $(FAULTPROC_MANIFEST) -- --check
 
 lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked $(FAULTPROC_MANIFEST) --target-dir "$${CARGO_TARGET_DIR:-target}/faultproc" -- -D warnings
 
 ## Validate config/toolwire.toml and tools.d/ (exits 1 on any error).
 check-config: build
