@@ -84,16 +84,13 @@ USER 10001:10001
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
-# Cargo.toml also declares the test fixture binary tests/bin/faultproc.rs; its file must exist.
-RUN mkdir -p src tests/bin \
+RUN mkdir -p src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
- && echo 'fn main() {}' > tests/bin/faultproc.rs \
  && cargo build --release --locked --bin toolwire \
- && rm -rf src tests
+ && rm -rf src
 COPY config/ config/
 COPY src/ src/
-COPY tests/bin/faultproc.rs tests/bin/faultproc.rs
 # COPY keeps the files' modification times, which may be older than the dummy build: touch so
 # cargo rebuilds the crate itself. The smoke test fails if the dummy binary slipped through.
 RUN touch src/main.rs src/lib.rs \

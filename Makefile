@@ -15,22 +15,38 @@ run: build
 build:
 	$(CARGO) build --locked
 
-## Run the whole test suite (unit, integration, golden, property tests).
+## Run the whole test suite (unit, integration, golden, property tests). Integration tests are
+## one binary, tests/it/ (one module per area: `cargo nextest run --test it -E 'test(/^reload::/)'`).
+## Snapshots are checked, never written (INSTA_UPDATE=no): a changed snapshot fails the run; review
+## and accept a change on purpose (`cargo insta review`, or INSTA_UPDATE=always and a diff).
+## Without nextest, the integration tests run one at a time: nextest gives each test a process
+## of its own, while `cargo test` runs them as threads of one process, where the checks on the
+## process's own children, fds and peak memory would see the other tests' (tests/it/common).
 test:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --locked --no-fail-fast; \
+		INSTA_UPDATE=no $(CARGO) nextest run --locked --no-fail-fast; \
 	else \
-		$(CARGO) test --locked --no-fail-fast; \
+		rc=0; \
+		INSTA_UPDATE=no $(CARGO) test --locked --no-fail-fast --lib --bins || rc=1; \
+		INSTA_UPDATE=no $(CARGO) test --locked --no-fail-fast --doc || rc=1; \
+		INSTA_UPDATE=no $(CARGO) test --locked --no-fail-fast --test it -- --test-threads=1 || rc=1; \
+		exit $$rc; \
 	fi
+
+## tests/bin/ (the fixture program faultproc) is a package of its own: formatted and linted too.
+FAULTPROC_MANIFEST = --manifest-path tests/bin/Cargo.toml
 
 fmt:
 	$(CARGO) fmt --all
+	$(CARGO) fmt $(FAULTPROC_MANIFEST)
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt $(FAULTPROC_MANIFEST) -- --check
 
 lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked $(FAULTPROC_MANIFEST) --target-dir "$${CARGO_TARGET_DIR:-target}/faultproc" -- -D warnings
 
 ## Validate config/toolwire.toml and tools.d/ (exits 1 on any error).
 check-config: build
@@ -66,7 +82,7 @@ bench:
 	$(CARGO) bench --locked --bench overhead
 
 ## Fuzz a running server against openapi.yaml with schemathesis (installed into .cache/; not in CI).
-## The contract test tests/openapi_contract.rs (part of `make test`) keeps openapi.yaml true.
+## The contract test tests/it/openapi_contract.rs (part of `make test`) keeps openapi.yaml true.
 .PHONY: api-test
 api-test: build
 	scripts/api-test.sh
@@ -112,14 +128,14 @@ fuzz:
 		echo "fuzz: cargo-fuzz not found; installing it from crates.io"; \
 		$(CARGO) install cargo-fuzz --locked || { \
 			echo "fuzz: cargo-fuzz is unavailable, so nothing was fuzzed. The committed corpora are"; \
-			echo "fuzz: still replayed by 'make test' (tests/fuzz_corpus.rs); running that instead."; \
-			$(CARGO) test --locked --test fuzz_corpus; exit $$?; }; \
+			echo "fuzz: still replayed by 'make test' (tests/it/fuzz_corpus.rs); running that instead."; \
+			$(CARGO) test --locked --test it fuzz_corpus::; exit $$?; }; \
 	fi; \
 	if ! $(FUZZ_ENV) $(CARGO) fuzz build $(FUZZ_FLAGS); then \
 		echo "fuzz: 'cargo fuzz build' failed with $(FUZZ_ENV) on $$(rustc --version)."; \
 		echo "fuzz: cargo-fuzz needs nightly -Z flags (try FUZZ_ENV=RUSTUP_TOOLCHAIN=nightly)."; \
 		echo "fuzz: nothing was fuzzed; replaying the committed corpora instead."; \
-		$(CARGO) test --locked --test fuzz_corpus; exit $$?; \
+		$(CARGO) test --locked --test it fuzz_corpus::; exit $$?; \
 	fi; \
 	for t in $(FUZZ_TARGETS); do \
 		echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \

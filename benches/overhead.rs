@@ -24,7 +24,7 @@
 //! Three runtimes, so no component gets the others' scheduler for free:
 //! - **client** (the load generator and the direct spawns of `c0`): multi-thread, default size;
 //! - **toolwire**: the real server (`server::bind` + `server::serve` on 127.0.0.1:0, as
-//!   `toolwire serve` and tests/common/server.rs do) on its own multi-thread runtime, default
+//!   `toolwire serve` and tests/it/common/server.rs do) on its own multi-thread runtime, default
 //!   size, like `toolwire serve`; log filter `warn` (as with `log = "warn"`);
 //! - **backend**: a current-thread runtime on its own OS thread (a small, separate service).
 //!
@@ -337,7 +337,7 @@ args = ["{{q}}"]
     )
 }
 
-/// The real server on 127.0.0.1:0, on its own runtime (as tests/common/server.rs starts it).
+/// The real server on 127.0.0.1:0, on its own runtime (as tests/it/common/server.rs starts it).
 struct Server {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,

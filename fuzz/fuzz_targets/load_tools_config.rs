@@ -1,6 +1,6 @@
 #![no_main]
 //! cargo-fuzz entry point; the target itself is `targets/load_tools_config.rs` (shared with
-//! `tests/fuzz_corpus.rs` in the main crate).
+//! `tests/it/fuzz_corpus.rs` in the main crate).
 
 #[path = "../targets/load_tools_config.rs"]
 mod target;

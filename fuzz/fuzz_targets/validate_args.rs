@@ -1,6 +1,6 @@
 #![no_main]
 //! cargo-fuzz entry point; the target itself is `targets/validate_args.rs` (shared with
-//! `tests/fuzz_corpus.rs` in the main crate).
+//! `tests/it/fuzz_corpus.rs` in the main crate).
 
 #[path = "../targets/validate_args.rs"]
 mod target;

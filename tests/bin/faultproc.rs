@@ -1,5 +1,5 @@
 //! `faultproc`: a misbehaving child process for the subprocess backend's tests
-//! (`env!("CARGO_BIN_EXE_faultproc")`). The first argument picks the mode:
+//! (`tests/it/common/faultproc.rs` builds it on first use). The first argument picks the mode:
 //!
 //! | mode | behaviour |
 //! |---|---|

@@ -1,0 +1,218 @@
+//! The real `toolwire` binary: `check` exit codes and output, env overrides, `schemas`,
+//! `serve` on a port chosen by the OS, and a clean exit on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolwire");
+
+fn toolwire(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("RUST_LOG");
+    // Unrelated TOOLWIRE_* variables must never break the server.
+    cmd.env("TOOLWIRE_SOMETHING_UNRELATED", "x");
+    cmd
+}
+
+#[test]
+fn version_flag_prints_the_version() {
+    let out = toolwire(&["--version"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("toolwire {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn check_on_the_shipped_examples_prints_the_table_and_exits_0() {
+    let out = toolwire(&["check", "--config", "config/toolwire.toml", "--tools-dir", "tools.d"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("NAME"), "{stdout}");
+    assert!(
+        stdout.contains("get_weather") && stdout.contains("convert_units"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 tools, 0 errors, 0 warnings"), "{stdout}");
+}
+
+#[test]
+fn check_on_a_broken_directory_lists_every_error_and_exits_1() {
+    let out = toolwire(&["check", "--tools-dir", "tests/fixtures/bad_tools"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let errors = stdout.lines().filter(|l| l.contains(": error:")).count();
+    assert_eq!(errors, 18, "{stdout}");
+    assert!(stdout.contains("d_broken.json:2:16: error: invalid JSON"), "{stdout}");
+    let warnings = stdout.lines().filter(|l| l.contains(": warning:")).count();
+    assert!(
+        stdout
+            .trim_end()
+            .ends_with(&format!("0 tools, 18 errors, {warnings} warnings")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_json_report_is_machine_readable() {
+    let out = toolwire(&["check", "--json", "--tools-dir", "tests/fixtures/bad_tools"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    let diags = v["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.iter().filter(|d| d["severity"] == "error").count(), 18);
+    assert_eq!(v["diagnostics"][0]["severity"], "error");
+}
+
+#[test]
+fn check_reports_quality_warnings_without_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("t.toml"),
+        "[[tools]]\nname = \"weather\"\ndescription = \"Weather.\"\nparameters = { city = \"string\", units = \"string?\" }\nhttp = { url = \"http://127.0.0.1:1/{city}\" }\n",
+    )
+    .unwrap();
+    let out = toolwire(&["check", "--tools-dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for fragment in [
+        "description is vague",
+        "does not say what the tool does",
+        "parameter `city` has no description",
+        "parameter `units` has no description",
+    ] {
+        assert!(stdout.contains(fragment), "missing {fragment}: {stdout}");
+    }
+    assert!(stdout.contains("1 tools, 0 errors, 4 warnings"), "{stdout}");
+}
+
+#[test]
+fn environment_overrides_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:9999\"\ntools_dir = \"/nonexistent\"\n").unwrap();
+    let out = toolwire(&["check", "--config", cfg.to_str().unwrap()])
+        .env("TOOLWIRE_TOOLS_DIR", "tests/fixtures/good_tools")
+        .env("TOOLWIRE_LISTEN", "127.0.0.1:7777")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("tools dir: tests/fixtures/good_tools  listen: 127.0.0.1:7777"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn unknown_key_in_the_config_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "[limits]\nbody_byte = 5\n").unwrap();
+    let out = toolwire(&["check", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("body_byte"));
+}
+
+#[test]
+fn schemas_prints_the_provider_array() {
+    let out = toolwire(&[
+        "schemas",
+        "--provider",
+        "claude",
+        "--tools-dir",
+        "tests/fixtures/good_tools",
+        "--tags",
+        "weather",
+    ])
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr.len(), 1);
+    assert_eq!(arr[0]["name"], "get_weather");
+    assert_eq!(arr[0]["input_schema"]["type"], "object");
+    let bad = toolwire(&["schemas", "--provider", "nope", "--tools-dir", "tools.d"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown provider"));
+}
+
+/// `serve` with `TOOLWIRE_LISTEN=127.0.0.1:0` binds a free port, answers `/healthz`, and exits
+/// 0 on SIGTERM.
+#[test]
+fn serve_binds_from_env_answers_and_stops_on_sigterm() {
+    let mut child = toolwire(&["serve", "--tools-dir", "tools.d", "--log-format", "json"])
+        .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a Listening log line");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["message"] == "Listening." {
+            break v["addr"].as_str().unwrap().to_owned();
+        }
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let body: serde_json::Value = rt.block_on(async {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert_eq!(body["status"], "ok");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "server did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
