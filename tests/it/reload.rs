@@ -240,7 +240,17 @@ async fn sighup_reloads_the_real_binary() {
     let (v, status) = wait_ready(&client, &base, "a rejected SIGHUP reload", |_, r| r["failures"] == 1).await;
     assert_eq!(v, v1);
     assert!(status["last_error"][0].as_str().unwrap().contains("c.json"), "{status}");
-    assert!(bin.stderr().contains("Reload rejected"), "the rejection is logged");
+    // The log line is written before the status changes, but the test reads stderr on its own
+    // thread: give the reader time to catch up.
+    let logged = async {
+        while !bin.stderr().contains("Reload rejected") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), logged).await.is_ok(),
+        "the rejection is logged"
+    );
     assert_eq!(status["reloads"], 1);
     bin.signal(Signal::SIGTERM);
     let mut bin = bin;
