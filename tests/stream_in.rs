@@ -680,9 +680,9 @@ async fn execute_rejects_broken_streams_with_422_invalid_stream() {
     }
     // Both or neither of completion / completion_stream.
     let (status, answer) = server.post("/v1/execute", &json!({"completion": {}, "completion_stream": []})).await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (400, Some("invalid_request")));
-    let (status, _) = server.post("/v1/execute", &json!({"completion_stream": 5})).await;
-    assert_eq!(status, 400);
+    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("unprocessable")));
+    let (status, answer) = server.post("/v1/execute", &json!({"completion_stream": 5})).await;
+    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("unprocessable")));
     // A stream whose provider cannot be told, and a named provider that disagrees.
     let (status, answer) = server.post("/v1/execute", &json!({"completion_stream": [{"x": 1}]})).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("provider_mismatch")));

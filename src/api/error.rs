@@ -165,7 +165,7 @@ impl From<crate::turn::ExecuteError> for ApiError {
             E::TooManyCalls { .. } => ApiError::TooManyCalls(message),
             E::DuplicateCallId(_) => ApiError::DuplicateCallId(message),
             E::BadState => ApiError::Unprocessable(message),
-            E::CompletionOrStream | E::StreamShape => ApiError::InvalidRequest(message),
+            E::CompletionOrStream | E::StreamShape => ApiError::Unprocessable(message),
             E::Stream(e) => ApiError::InvalidStream(e),
         }
     }
