@@ -774,3 +774,100 @@ fn cli_assemble_and_execute_read_streams() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no usable turn"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The official SDKs' accumulators (PyPI `openai`, `anthropic`, pinned in
+// tests/fixtures/stream/requirements.txt, installed by .ci/run into .cache/sdk-venv) fed the
+// same raw SSE text through httpx's MockTransport (scripts/sdk_accumulate.py).
+
+/// What both sides may differ in without meaning anything: null fields (the SDK's models fill
+/// every optional field with null), the SDK's `parsed*` helpers, and the streaming routing key
+/// `tool_calls[].index` (which toolwire drops; see `stream::openai_chat`).
+fn normalise_sdk(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|k, v| !v.is_null() && k != "parsed" && k != "parsed_arguments");
+            if let Some(Value::Array(calls)) = map.get_mut("tool_calls") {
+                for c in calls.iter_mut().filter_map(Value::as_object_mut) {
+                    c.remove("index");
+                }
+            }
+            map.values_mut().for_each(normalise_sdk);
+        }
+        // The SDK types `created_at` as a float.
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15) {
+                *v = json!(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise_sdk),
+        _ => {}
+    }
+}
+
+fn sdk_python() -> Option<std::path::PathBuf> {
+    let py = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/sdk-venv/bin/python");
+    if py.exists() {
+        return Some(py);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install the SDK venv (.ci/run): {} is missing",
+        py.display()
+    );
+    eprintln!("skipping: no SDK venv at {} (run .ci/run's venv step)", py.display());
+    None
+}
+
+fn sdk_accumulate(py: &std::path::Path, requests: &[Value]) -> Vec<Value> {
+    use std::io::Write as _;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/sdk_accumulate.py");
+    let mut child = std::process::Command::new(py)
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(requests.to_vec()).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn sdk_accumulators_agree() {
+    let Some(py) = sdk_python() else { return };
+    let cuts = [1, 2, 7, 8, 9, 13, 14, 30, 31, 40, 46, 47];
+    let mut streams: Vec<(Provider, &str, String)> = Vec::new();
+    let chat_cases = [
+        chat_body(None, &[("call_1", "get_weather", r#"{"city":"Paris"}"#), ("call_2", "get_time", r#"{"tz":"CET"}"#)], "tool_calls"),
+        chat_body(Some("Let me check."), &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)], "tool_calls"),
+        chat_body(Some("It is 21 °C in Paris."), &[], "stop"),
+        chat_body(None, &[("call_1", "ping", "")], "tool_calls"),
+        chat_body(None, &[("call_1", "search", TRICKY_ARGS)], "tool_calls"),
+    ];
+    for body in &chat_cases {
+        streams.push((Provider::OpenaiChat, "openai_chat", sse(&chat_events(body, &cuts, false), false, false, true)));
+    }
+    for (_, body) in anthropic_cases() {
+        streams.push((Provider::Anthropic, "anthropic", sse(&anthropic_events(&body, &cuts), true, false, false)));
+    }
+    for (_, body) in responses_cases() {
+        streams.push((Provider::OpenaiResponses, "openai_responses", sse(&responses_events(&body, &cuts, true), true, false, false)));
+    }
+    let requests: Vec<Value> = streams.iter().map(|(_, name, text)| json!({"provider": name, "sse": text})).collect();
+    let finals = sdk_accumulate(&py, &requests);
+    assert_eq!(finals.len(), streams.len());
+    for ((provider, name, text), mut theirs) in streams.into_iter().zip(finals) {
+        let mut ours = stream::assemble(provider, &stream::decode(provider, &text).unwrap()).unwrap().completion;
+        normalise_sdk(&mut ours);
+        normalise_sdk(&mut theirs);
+        assert_eq!(ours, theirs, "{name}: toolwire vs the SDK for\n{text}");
+    }
+}
