@@ -940,9 +940,13 @@ fn stream_assembly_cell() {
     use toolwire::provider::stream;
     const N: usize = 100_000;
     let chunk = |delta: Value| json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
-    let mut chat = vec![chunk(json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\"k\":\""}}]}))];
+    let mut chat = vec![chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\"k\":\""}}]}),
+    )];
     chat.extend((0..N).map(|_| chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "abcd"}}]}))));
-    chat.push(chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"}"}}]})));
+    chat.push(chunk(
+        json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"}"}}]}),
+    ));
     let mut anthropic = vec![
         json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": []}}),
         json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "t", "input": {}}}),
@@ -956,11 +960,11 @@ fn stream_assembly_cell() {
     println!();
     println!("| stream | events | SSE text (MiB) | total (ms) | per event (ns) | per MiB (ms) |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (name, provider, events) in [("openai_chat", Provider::OpenaiChat, chat), ("anthropic", Provider::Anthropic, anthropic)] {
-        let text: String = events
-            .iter()
-            .map(|e| format!("data: {e}\n\n"))
-            .collect();
+    for (name, provider, events) in [
+        ("openai_chat", Provider::OpenaiChat, chat),
+        ("anthropic", Provider::Anthropic, anthropic),
+    ] {
+        let text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
         let mib = text.len() as f64 / (1024.0 * 1024.0);
         let mut best = Duration::MAX;
         for _ in 0..5 {

@@ -671,22 +671,46 @@ async fn live_responses_match_the_spec() {
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
         .collect();
     for input in [stream_events.clone(), json!(raw)] {
-        let a = send(&s, "POST", "/v1/execute", &[], json_body(&json!({"completion_stream": input}))).await;
+        let a = send(
+            &s,
+            "POST",
+            "/v1/execute",
+            &[],
+            json_body(&json!({"completion_stream": input})),
+        )
+        .await;
         assert_eq!(a.status, 200, "{}", a.body);
         let resp = c.check("POST", Some("/v1/execute"), &a);
         assert_eq!(resp["completion"]["content"][0]["input"], json!({"text": "hi"}));
-        let a = send(&s, "POST", "/v1/completions/assemble", &[], json_body(&json!({"completion_stream": input}))).await;
+        let a = send(
+            &s,
+            "POST",
+            "/v1/completions/assemble",
+            &[],
+            json_body(&json!({"completion_stream": input})),
+        )
+        .await;
         assert_eq!(a.status, 200, "{}", a.body);
         c.check("POST", Some("/v1/completions/assemble"), &a);
     }
-    let a = send(&s, "POST", "/v1/execute", &[], json_body(&json!({"completion_stream": [{"type": "ping"}]}))).await;
+    let a = send(
+        &s,
+        "POST",
+        "/v1/execute",
+        &[],
+        json_body(&json!({"completion_stream": [{"type": "ping"}]})),
+    )
+    .await;
     assert_eq!(a.status, 422, "{}", a.body);
     c.check("POST", Some("/v1/execute"), &a);
     let assemble_bad: Vec<(Body<'_>, u16)> = vec![
         (Some(("application/json", b"{\"completion_stream\": [".to_vec())), 400),
         (Some(("text/plain", b"{}".to_vec())), 415),
         (Some(("application/json", vec![b' '; 70 * 1024])), 413),
-        (json_body(&json!({"provider": "anthropic", "completion_stream": [{"type": "ping"}]})), 422),
+        (
+            json_body(&json!({"provider": "anthropic", "completion_stream": [{"type": "ping"}]})),
+            422,
+        ),
         (json_body(&json!({"provider": "palm", "completion_stream": []})), 422),
         (json_body(&json!({"completion_stream": [{"x": 1}]})), 422),
         (json_body(&json!({"completion_stream": 5, "extra": 1})), 422),
@@ -786,7 +810,9 @@ async fn live_responses_match_the_spec() {
             "POST",
             "/v1/completions/assemble",
             "/v1/completions/assemble",
-            json_body(&json!({"completion_stream": [{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}]})),
+            json_body(
+                &json!({"completion_stream": [{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}]}),
+            ),
         ),
     ];
     for (method, template, path, body) in routes {

@@ -51,14 +51,28 @@ fn chat_events(body: &Value, cuts: &[usize], mistral: bool) -> Vec<Value> {
         c
     };
     // OpenAI opens a call-only answer with `content: null`, a text answer with `content: ""`.
-    let first = if msg["content"].is_null() { Value::Null } else { json!("") };
-    let mut events = vec![env(json!([{"index": 0, "delta": {"role": "assistant", "content": first}, "finish_reason": null}]))];
+    let first = if msg["content"].is_null() {
+        Value::Null
+    } else {
+        json!("")
+    };
+    let mut events = vec![env(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": first}, "finish_reason": null}]),
+    )];
     if let Some(text) = msg["content"].as_str() {
         for piece in cut(text, cuts) {
-            events.push(env(json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}])));
+            events.push(env(
+                json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
+            ));
         }
     }
-    for (i, call) in msg["tool_calls"].as_array().cloned().unwrap_or_default().iter().enumerate() {
+    for (i, call) in msg["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         let args = call["function"]["arguments"].as_str().unwrap();
         for (k, piece) in cut(args, cuts).into_iter().enumerate() {
             let frag = if k == 0 {
@@ -68,10 +82,14 @@ fn chat_events(body: &Value, cuts: &[usize], mistral: bool) -> Vec<Value> {
             } else {
                 json!({"index": i, "function": {"arguments": piece}})
             };
-            events.push(env(json!([{"index": 0, "delta": {"tool_calls": [frag]}, "finish_reason": null}])));
+            events.push(env(
+                json!([{"index": 0, "delta": {"tool_calls": [frag]}, "finish_reason": null}]),
+            ));
         }
     }
-    events.push(env(json!([{"index": 0, "delta": {}, "finish_reason": body["choices"][0]["finish_reason"]}])));
+    events.push(env(
+        json!([{"index": 0, "delta": {}, "finish_reason": body["choices"][0]["finish_reason"]}]),
+    ));
     let mut usage = env(json!([]));
     usage["usage"] = body["usage"].clone();
     events.push(usage);
@@ -84,7 +102,10 @@ fn anthropic_events(body: &Value, cuts: &[usize]) -> Vec<Value> {
     start["content"] = json!([]);
     start["stop_reason"] = Value::Null;
     start["usage"] = json!({"input_tokens": body["usage"]["input_tokens"], "output_tokens": 1});
-    let mut events = vec![json!({"type": "message_start", "message": start}), json!({"type": "ping"})];
+    let mut events = vec![
+        json!({"type": "message_start", "message": start}),
+        json!({"type": "ping"}),
+    ];
     for (i, block) in body["content"].as_array().unwrap().iter().enumerate() {
         let (start_block, deltas): (Value, Vec<Value>) = match block["type"].as_str().unwrap() {
             "text" => (
@@ -103,12 +124,23 @@ fn anthropic_events(body: &Value, cuts: &[usize]) -> Vec<Value> {
                 (json!({"type": "thinking", "thinking": "", "signature": ""}), d)
             }
             "tool_use" => {
-                let text = if block["input"] == json!({}) { String::new() } else { block["input"].to_string() };
+                let text = if block["input"] == json!({}) {
+                    String::new()
+                } else {
+                    block["input"].to_string()
+                };
                 let mut d = vec![json!({"type": "input_json_delta", "partial_json": ""})];
                 if !text.is_empty() {
-                    d.extend(cut(&text, cuts).into_iter().map(|t| json!({"type": "input_json_delta", "partial_json": t})));
+                    d.extend(
+                        cut(&text, cuts)
+                            .into_iter()
+                            .map(|t| json!({"type": "input_json_delta", "partial_json": t})),
+                    );
                 }
-                (json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}), d)
+                (
+                    json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                    d,
+                )
             }
             _ => (block.clone(), vec![]),
         };
@@ -144,7 +176,9 @@ fn responses_events(body: &Value, cuts: &[usize], completed: bool) -> Vec<Value>
                 let mut added = item.clone();
                 added["arguments"] = json!("");
                 added["status"] = json!("in_progress");
-                events.push(ev(json!({"type": "response.output_item.added", "output_index": i, "item": added})));
+                events.push(ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": added}),
+                ));
                 let args = item["arguments"].as_str().unwrap();
                 for piece in cut(args, cuts) {
                     events.push(ev(json!({"type": "response.function_call_arguments.delta", "output_index": i, "item_id": item["id"], "delta": piece, "obfuscation": "q"})));
@@ -155,7 +189,9 @@ fn responses_events(body: &Value, cuts: &[usize], completed: bool) -> Vec<Value>
                 let mut added = item.clone();
                 added["content"] = json!([]);
                 added["status"] = json!("in_progress");
-                events.push(ev(json!({"type": "response.output_item.added", "output_index": i, "item": added})));
+                events.push(ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": added}),
+                ));
                 for (c, part) in item["content"].as_array().unwrap().iter().enumerate() {
                     events.push(ev(json!({"type": "response.content_part.added", "output_index": i, "item_id": item["id"], "content_index": c, "part": {"type": "output_text", "text": "", "annotations": []}})));
                     for piece in cut(part["text"].as_str().unwrap(), cuts) {
@@ -169,7 +205,9 @@ fn responses_events(body: &Value, cuts: &[usize], completed: bool) -> Vec<Value>
                 let mut added = item.clone();
                 added["summary"] = json!([]);
                 added.as_object_mut().unwrap().remove("encrypted_content");
-                events.push(ev(json!({"type": "response.output_item.added", "output_index": i, "item": added})));
+                events.push(ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": added}),
+                ));
                 for (s, part) in item["summary"].as_array().unwrap().iter().enumerate() {
                     events.push(ev(json!({"type": "response.reasoning_summary_part.added", "output_index": i, "item_id": item["id"], "summary_index": s, "part": {"type": "summary_text", "text": ""}})));
                     for piece in cut(part["text"].as_str().unwrap(), cuts) {
@@ -179,9 +217,13 @@ fn responses_events(body: &Value, cuts: &[usize], completed: bool) -> Vec<Value>
                     events.push(ev(json!({"type": "response.reasoning_summary_part.done", "output_index": i, "item_id": item["id"], "summary_index": s, "part": part})));
                 }
             }
-            _ => events.push(ev(json!({"type": "response.output_item.added", "output_index": i, "item": item}))),
+            _ => events.push(ev(
+                json!({"type": "response.output_item.added", "output_index": i, "item": item}),
+            )),
         }
-        events.push(ev(json!({"type": "response.output_item.done", "output_index": i, "item": item})));
+        events.push(ev(
+            json!({"type": "response.output_item.done", "output_index": i, "item": item}),
+        ));
     }
     if completed {
         events.push(ev(json!({"type": "response.completed", "response": body})));
@@ -214,7 +256,9 @@ fn chat_body(content: Option<&str>, calls: &[(&str, &str, &str)], finish: &str) 
     if !calls.is_empty() {
         message["tool_calls"] = calls
             .iter()
-            .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            .map(
+                |(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+            )
             .collect();
     }
     json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-test",
@@ -250,7 +294,10 @@ fn calls_of(provider: Provider, body: &Value) -> Vec<(Option<String>, String, Va
 fn assemble_matching(provider: Provider, events: &[Value], body: &Value) -> stream::Assembled {
     let assembled = stream::assemble(provider, events).unwrap();
     assert_eq!(calls_of(provider, &assembled.completion), calls_of(provider, body));
-    let (a, b) = (provider.parse(&assembled.completion).unwrap(), provider.parse(body).unwrap());
+    let (a, b) = (
+        provider.parse(&assembled.completion).unwrap(),
+        provider.parse(body).unwrap(),
+    );
     assert_eq!(a.finished, b.finished);
     assert_eq!(a.stop_reason, b.stop_reason);
     assert_eq!(a.assistant, b.assistant);
@@ -263,24 +310,46 @@ fn assemble_matching(provider: Provider, events: &[Value], body: &Value) -> stre
 #[test]
 fn openai_chat_goldens() {
     let cases = [
-        ("single", chat_body(None, &[("call_1", "get_weather", r#"{"city":"Paris"}"#)], "tool_calls")),
+        (
+            "single",
+            chat_body(None, &[("call_1", "get_weather", r#"{"city":"Paris"}"#)], "tool_calls"),
+        ),
         (
             "parallel",
             chat_body(
                 None,
-                &[("call_1", "get_weather", r#"{"city":"Paris"}"#), ("call_2", "get_time", r#"{"tz":"CET"}"#)],
+                &[
+                    ("call_1", "get_weather", r#"{"city":"Paris"}"#),
+                    ("call_2", "get_time", r#"{"tz":"CET"}"#),
+                ],
                 "tool_calls",
             ),
         ),
-        ("text_then_call", chat_body(Some("Let me check."), &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)], "tool_calls")),
+        (
+            "text_then_call",
+            chat_body(
+                Some("Let me check."),
+                &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)],
+                "tool_calls",
+            ),
+        ),
         ("final_answer", chat_body(Some("It is 21 °C in Paris."), &[], "stop")),
-        ("empty_arguments", chat_body(None, &[("call_1", "ping", "")], "tool_calls")),
-        ("unicode_split", chat_body(None, &[("call_1", "search", TRICKY_ARGS)], "tool_calls")),
+        (
+            "empty_arguments",
+            chat_body(None, &[("call_1", "ping", "")], "tool_calls"),
+        ),
+        (
+            "unicode_split",
+            chat_body(None, &[("call_1", "search", TRICKY_ARGS)], "tool_calls"),
+        ),
     ];
     for (name, body) in cases {
         let events = chat_events(&body, &[1, 2, 7, 8, 9, 13, 14, 30, 31, 40, 46, 47, 60], false);
         let assembled = assemble_matching(Provider::OpenaiChat, &events, &body);
-        assert_eq!(assembled.completion, body, "{name}: the assembly is the non-streamed body");
+        assert_eq!(
+            assembled.completion, body,
+            "{name}: the assembly is the non-streamed body"
+        );
         assert!(assembled.warnings.is_empty(), "{name}: {:?}", assembled.warnings);
         insta::assert_json_snapshot!(format!("openai_chat_{name}"), assembled.completion);
         // The raw SSE text (CRLF, comment, [DONE]) assembles to the same body.
@@ -303,7 +372,10 @@ fn openai_chat_follows_the_sdk_merge_rules() {
     ];
     let a = stream::assemble(Provider::OpenaiChat, &events).unwrap();
     insta::assert_json_snapshot!("openai_chat_interleaved", a.completion);
-    assert_eq!(a.completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+    assert_eq!(
+        a.completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        "{\"x\":1}"
+    );
     assert_eq!(a.completion["usage"], json!({"total_tokens": 3}));
     assert_eq!(a.completion["choices"][1]["message"]["content"], "other choice");
 }
@@ -311,7 +383,14 @@ fn openai_chat_follows_the_sdk_merge_rules() {
 #[test]
 fn mistral_goldens_keep_ids_whole() {
     let body = {
-        let mut b = chat_body(None, &[("D681PevKs", "get_weather", r#"{"city":"Paris"}"#), ("k3x9Qw2Zt", "search", TRICKY_ARGS)], "tool_calls");
+        let mut b = chat_body(
+            None,
+            &[
+                ("D681PevKs", "get_weather", r#"{"city":"Paris"}"#),
+                ("k3x9Qw2Zt", "search", TRICKY_ARGS),
+            ],
+            "tool_calls",
+        );
         b["object"] = json!("chat.completion");
         b
     };
@@ -331,11 +410,19 @@ fn mistral_goldens_keep_ids_whole() {
                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
     ];
     let a = stream::assemble(Provider::Mistral, &whole).unwrap();
-    assert_eq!(calls_of(Provider::Mistral, &a.completion), calls_of(Provider::Mistral, &body));
-    assert_eq!(a.completion["choices"][0]["message"]["tool_calls"][1]["id"], "k3x9Qw2Zt");
+    assert_eq!(
+        calls_of(Provider::Mistral, &a.completion),
+        calls_of(Provider::Mistral, &body)
+    );
+    assert_eq!(
+        a.completion["choices"][0]["message"]["tool_calls"][1]["id"],
+        "k3x9Qw2Zt"
+    );
     // OpenAI's rules on the same split stream would corrupt the id: why Mistral has its own.
     let openai = stream::assemble(Provider::OpenaiChat, &events).unwrap();
-    let id = openai.completion["choices"][0]["message"]["tool_calls"][0]["id"].as_str().unwrap();
+    let id = openai.completion["choices"][0]["message"]["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap();
     assert!(id.starts_with("D681PevKsnull"), "{id}");
     // Final answer with reasoning content chunks (Magistral).
     let thinking = vec![
@@ -350,7 +437,13 @@ fn mistral_goldens_keep_ids_whole() {
 
 fn anthropic_cases() -> Vec<(&'static str, Value)> {
     vec![
-        ("single", anthropic_body(json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]), "tool_use")),
+        (
+            "single",
+            anthropic_body(
+                json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]),
+                "tool_use",
+            ),
+        ),
         (
             "parallel",
             anthropic_body(
@@ -367,7 +460,10 @@ fn anthropic_cases() -> Vec<(&'static str, Value)> {
                 "tool_use",
             ),
         ),
-        ("final_answer", anthropic_body(json!([{"type": "text", "text": "It is 21 °C in Paris."}]), "end_turn")),
+        (
+            "final_answer",
+            anthropic_body(json!([{"type": "text", "text": "It is 21 °C in Paris."}]), "end_turn"),
+        ),
         (
             "thinking_with_signature",
             anthropic_body(
@@ -377,7 +473,13 @@ fn anthropic_cases() -> Vec<(&'static str, Value)> {
                 "tool_use",
             ),
         ),
-        ("empty_arguments", anthropic_body(json!([{"type": "tool_use", "id": "toolu_1", "name": "ping", "input": {}}]), "tool_use")),
+        (
+            "empty_arguments",
+            anthropic_body(
+                json!([{"type": "tool_use", "id": "toolu_1", "name": "ping", "input": {}}]),
+                "tool_use",
+            ),
+        ),
         (
             "unicode_split",
             anthropic_body(
@@ -402,7 +504,13 @@ fn anthropic_goldens() {
     }
     // The argument text of the unicode case cut inside `\u00e9` and between the surrogate halves.
     let text = r#"{"q":"caf\u00e9 \ud83d\ude00"}"#;
-    let mut events = anthropic_events(&anthropic_body(json!([{"type": "tool_use", "id": "t", "name": "s", "input": {}}]), "tool_use"), &[]);
+    let mut events = anthropic_events(
+        &anthropic_body(
+            json!([{"type": "tool_use", "id": "t", "name": "s", "input": {}}]),
+            "tool_use",
+        ),
+        &[],
+    );
     let pieces = [&text[..12], &text[12..22], &text[22..]];
     assert_eq!(pieces, [r#"{"q":"caf\u0"#, r#"0e9 \ud83d"#, r#"\ude00"}"#]);
     for (k, p) in pieces.iter().enumerate() {
@@ -413,29 +521,48 @@ fn anthropic_goldens() {
 }
 
 fn responses_cases() -> Vec<(&'static str, Value)> {
-    let call = |id: &str, call_id: &str, name: &str, args: &str| {
-        json!({"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": args, "status": "completed"})
-    };
+    let call = |id: &str, call_id: &str, name: &str, args: &str| json!({"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": args, "status": "completed"});
     let message = |text: &str| {
         json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                "content": [{"type": "output_text", "text": text, "annotations": []}]})
     };
     vec![
-        ("single", responses_body(json!([call("fc_1", "call_1", "get_weather", r#"{"city":"Paris"}"#)]))),
+        (
+            "single",
+            responses_body(json!([call("fc_1", "call_1", "get_weather", r#"{"city":"Paris"}"#)])),
+        ),
         (
             "parallel",
-            responses_body(json!([call("fc_1", "call_1", "get_weather", r#"{"city":"Paris"}"#), call("fc_2", "call_2", "get_time", r#"{"tz":"CET"}"#)])),
+            responses_body(json!([
+                call("fc_1", "call_1", "get_weather", r#"{"city":"Paris"}"#),
+                call("fc_2", "call_2", "get_time", r#"{"tz":"CET"}"#)
+            ])),
         ),
-        ("text_then_call", responses_body(json!([message("Let me check."), call("fc_1", "call_1", "get_weather", r#"{"city":"Oslo"}"#)]))),
-        ("final_answer", responses_body(json!([message("It is 21 °C in Paris.")]))),
+        (
+            "text_then_call",
+            responses_body(json!([
+                message("Let me check."),
+                call("fc_1", "call_1", "get_weather", r#"{"city":"Oslo"}"#)
+            ])),
+        ),
+        (
+            "final_answer",
+            responses_body(json!([message("It is 21 °C in Paris.")])),
+        ),
         (
             "reasoning_encrypted",
             responses_body(json!([
                 {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Checking** the weather."}], "encrypted_content": "gAAAAABo-ENCRYPTED"},
                 call("fc_1", "call_1", "get_weather", r#"{"city":"Paris"}"#)])),
         ),
-        ("empty_arguments", responses_body(json!([call("fc_1", "call_1", "ping", "{}")]))),
-        ("unicode_split", responses_body(json!([call("fc_1", "call_1", "search", TRICKY_ARGS)]))),
+        (
+            "empty_arguments",
+            responses_body(json!([call("fc_1", "call_1", "ping", "{}")])),
+        ),
+        (
+            "unicode_split",
+            responses_body(json!([call("fc_1", "call_1", "search", TRICKY_ARGS)])),
+        ),
     ]
 }
 
@@ -445,16 +572,29 @@ fn openai_responses_goldens() {
         let cuts = [1, 2, 7, 8, 9, 13, 14, 30, 31, 40, 46, 47];
         let events = responses_events(&body, &cuts, true);
         let a = assemble_matching(Provider::OpenaiResponses, &events, &body);
-        assert_eq!(a.completion, body, "{name}: the SDK's final is response.completed.response");
+        assert_eq!(
+            a.completion, body,
+            "{name}: the SDK's final is response.completed.response"
+        );
         assert!(a.warnings.is_empty(), "{name}: {:?}", a.warnings);
         insta::assert_json_snapshot!(format!("openai_responses_{name}"), a.completion);
         // Without the final event the items are rebuilt from the events, with a warning.
         let cut_events = responses_events(&body, &cuts, false);
         let rebuilt = stream::assemble(Provider::OpenaiResponses, &cut_events).unwrap();
         assert_eq!(rebuilt.completion["output"], body["output"], "{name}: replayed items");
-        assert!(rebuilt.warnings.iter().any(|w| w.contains("response.completed")), "{name}");
+        assert!(
+            rebuilt.warnings.iter().any(|w| w.contains("response.completed")),
+            "{name}"
+        );
         let raw = sse(&events, true, true, false);
-        assert_eq!(stream::assemble(Provider::OpenaiResponses, &stream::decode(Provider::OpenaiResponses, &raw).unwrap()).unwrap(), a);
+        assert_eq!(
+            stream::assemble(
+                Provider::OpenaiResponses,
+                &stream::decode(Provider::OpenaiResponses, &raw).unwrap()
+            )
+            .unwrap(),
+            a
+        );
     }
 }
 
@@ -463,7 +603,11 @@ fn openai_responses_goldens() {
 
 fn arb_args() -> impl Strategy<Value = String> {
     prop::collection::btree_map("[a-z]{1,6}", "[a-zé\"\\\\\n😀日 ]{0,10}", 0..4).prop_map(|m| {
-        if m.is_empty() { String::new() } else { serde_json::to_string(&m).unwrap() }
+        if m.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(&m).unwrap()
+        }
     })
 }
 
@@ -515,15 +659,26 @@ fn a_stream_cut_mid_arguments_keeps_the_text_for_args_not_json() {
     let call = &a.completion["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["arguments"], r#"{"city":"Par"#);
     assert_eq!(a.completion["choices"][0]["finish_reason"], Value::Null);
-    assert!(a.warnings.iter().any(|w| w.contains("finish_reason")), "{:?}", a.warnings);
+    assert!(
+        a.warnings.iter().any(|w| w.contains("finish_reason")),
+        "{:?}",
+        a.warnings
+    );
     assert!(a.warnings.iter().any(|w| w.contains("call_1")), "{:?}", a.warnings);
 
-    let body = anthropic_body(json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]), "tool_use");
+    let body = anthropic_body(
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]),
+        "tool_use",
+    );
     let mut events = anthropic_events(&body, &[5]);
     events.truncate(5); // message_start, ping, block start, "" and the first 5 characters
     let a = stream::assemble(Provider::Anthropic, &events).unwrap();
     assert_eq!(a.completion["content"][0]["input"], r#"{"cit"#);
-    assert!(a.warnings.iter().any(|w| w.contains("message_stop")), "{:?}", a.warnings);
+    assert!(
+        a.warnings.iter().any(|w| w.contains("message_stop")),
+        "{:?}",
+        a.warnings
+    );
     let parsed = Provider::Anthropic.parse(&a.completion).unwrap();
     assert_eq!(parsed.calls.len(), 1, "the cut call is not dropped");
 }
@@ -537,37 +692,73 @@ fn broken_streams_have_precise_outcomes() {
           json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})],
     )
     .unwrap_err();
-    assert_eq!(err, StreamError::Provider { provider: Provider::Anthropic, message: "Overloaded".into() });
+    assert_eq!(
+        err,
+        StreamError::Provider {
+            provider: Provider::Anthropic,
+            message: "Overloaded".into()
+        }
+    );
     let err = stream::assemble(Provider::OpenaiChat, &[json!({"error": {"message": "server_error"}})]).unwrap_err();
     assert!(matches!(err, StreamError::Provider { .. }));
-    let err = stream::assemble(Provider::OpenaiResponses, &[json!({"type": "response.failed", "response": {"error": {"code": "server_error", "message": "boom"}}})]).unwrap_err();
+    let err = stream::assemble(
+        Provider::OpenaiResponses,
+        &[json!({"type": "response.failed", "response": {"error": {"code": "server_error", "message": "boom"}}})],
+    )
+    .unwrap_err();
     assert_eq!(err.to_string(), "the openai_responses stream reported an error: boom");
     // No usable turn.
     let err = stream::assemble(Provider::Anthropic, &[json!({"type": "ping"})]).unwrap_err();
     assert!(matches!(err, StreamError::NoTurn { .. }), "{err}");
     let err = stream::assemble(Provider::OpenaiChat, &[]).unwrap_err();
-    assert_eq!(err.to_string(), "the openai_chat stream has no usable turn: no chunk has a `choices` array");
-    let err = stream::assemble(Provider::OpenaiResponses, &[json!({"type": "response.output_text.delta", "output_index": 0, "delta": "x"})]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the openai_chat stream has no usable turn: no chunk has a `choices` array"
+    );
+    let err = stream::assemble(
+        Provider::OpenaiResponses,
+        &[json!({"type": "response.output_text.delta", "output_index": 0, "delta": "x"})],
+    )
+    .unwrap_err();
     assert!(matches!(err, StreamError::Event { index: 0, .. }), "{err}");
     // Out of order.
-    let err = stream::assemble(Provider::Anthropic, &[json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}})]).unwrap_err();
-    assert_eq!(err.to_string(), "event 0 is not a anthropic stream event: `content_block_delta` before `message_start`");
+    let err = stream::assemble(
+        Provider::Anthropic,
+        &[json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}})],
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "event 0 is not a anthropic stream event: `content_block_delta` before `message_start`"
+    );
     let body = anthropic_body(json!([{"type": "text", "text": "hi"}]), "end_turn");
     let mut events = anthropic_events(&body, &[]);
     events.swap(2, 3); // the delta before its block start
-    assert!(matches!(stream::assemble(Provider::Anthropic, &events), Err(StreamError::Event { index: 2, .. })));
+    assert!(matches!(
+        stream::assemble(Provider::Anthropic, &events),
+        Err(StreamError::Event { index: 2, .. })
+    ));
     // Unknown event types are skipped and reported.
     let mut events = anthropic_events(&body, &[]);
     events.insert(2, json!({"type": "content_block_future", "index": 0}));
     let a = stream::assemble(Provider::Anthropic, &events).unwrap();
     assert_eq!(a.completion, body);
-    assert_eq!(a.warnings, vec!["unknown event or delta types were ignored: content_block_future".to_owned()]);
+    assert_eq!(
+        a.warnings,
+        vec!["unknown event or delta types were ignored: content_block_future".to_owned()]
+    );
     let mut events = responses_events(&responses_body(json!([])), &[], true);
     events.insert(1, json!({"type": "response.brand_new", "sequence_number": 99}));
     let a = stream::assemble(Provider::OpenaiResponses, &events).unwrap();
-    assert_eq!(a.warnings, vec!["unknown event types were ignored: response.brand_new".to_owned()]);
+    assert_eq!(
+        a.warnings,
+        vec!["unknown event types were ignored: response.brand_new".to_owned()]
+    );
     // Not an event.
-    assert!(matches!(stream::assemble(Provider::Mistral, &[json!(3)]), Err(StreamError::Event { index: 0, .. })));
+    assert!(matches!(
+        stream::assemble(Provider::Mistral, &[json!(3)]),
+        Err(StreamError::Event { index: 0, .. })
+    ));
 }
 
 #[test]
@@ -575,16 +766,25 @@ fn large_streams_assemble() {
     // 100,000 argument fragments of one call: linear (a quadratic merge would not finish in
     // the test's time), and the result is exact.
     let n = 100_000;
-    let mut events = vec![json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\"k\":\""}}]}}]})];
+    let mut events = vec![
+        json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\"k\":\""}}]}}]}),
+    ];
     for _ in 0..n {
         events.push(json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "ab"}}]}}]}));
     }
     events.push(json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "\"}"}}]}, "finish_reason": "tool_calls"}]}));
     let a = stream::assemble(Provider::OpenaiChat, &events).unwrap();
-    let args = a.completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].as_str().unwrap();
+    let args = a.completion["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap();
     assert_eq!(args.len(), 2 * n + 8);
     let too_many = vec![json!({}); stream::MAX_EVENTS + 1];
-    assert_eq!(stream::assemble(Provider::OpenaiChat, &too_many), Err(StreamError::TooManyEvents { max: stream::MAX_EVENTS }));
+    assert_eq!(
+        stream::assemble(Provider::OpenaiChat, &too_many),
+        Err(StreamError::TooManyEvents {
+            max: stream::MAX_EVENTS
+        })
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,26 +810,55 @@ fn stable(answer: &Value) -> Value {
 async fn execute_answers_a_stream_like_the_non_streamed_body() {
     let tools = echo_tools();
     let server = TestServer::start_without_replay(tools.path()).await;
-    let chat = chat_body(Some("Checking."), &[("call_1", "get_weather", r#"{"city":"Paris"}"#), ("call_2", "get_time", r#"{"tz":"CET"}"#)], "tool_calls");
+    let chat = chat_body(
+        Some("Checking."),
+        &[
+            ("call_1", "get_weather", r#"{"city":"Paris"}"#),
+            ("call_2", "get_time", r#"{"tz":"CET"}"#),
+        ],
+        "tool_calls",
+    );
     let anthropic = anthropic_body(
         json!([{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]),
         "tool_use",
     );
-    let responses = responses_body(json!([{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_time", "arguments": "{\"tz\":\"CET\"}", "status": "completed"}]));
+    let responses = responses_body(
+        json!([{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_time", "arguments": "{\"tz\":\"CET\"}", "status": "completed"}]),
+    );
     let cases = [
         ("openai_chat", chat.clone(), chat_events(&chat, &[3, 9], false), false),
         ("mistral", chat.clone(), chat_events(&chat, &[3, 9], true), false),
-        ("anthropic", anthropic.clone(), anthropic_events(&anthropic, &[3, 9]), true),
-        ("openai_responses", responses.clone(), responses_events(&responses, &[3, 9], true), true),
+        (
+            "anthropic",
+            anthropic.clone(),
+            anthropic_events(&anthropic, &[3, 9]),
+            true,
+        ),
+        (
+            "openai_responses",
+            responses.clone(),
+            responses_events(&responses, &[3, 9], true),
+            true,
+        ),
     ];
     for (provider, body, events, named) in cases {
-        let (status, plain) = server.post("/v1/execute", &json!({"provider": provider, "completion": body})).await;
+        let (status, plain) = server
+            .post("/v1/execute", &json!({"provider": provider, "completion": body}))
+            .await;
         assert_eq!(status, 200, "{plain}");
-        assert!(plain.get("completion").is_none() && plain.get("stream_warnings").is_none(), "non-stream answers are unchanged");
+        assert!(
+            plain.get("completion").is_none() && plain.get("stream_warnings").is_none(),
+            "non-stream answers are unchanged"
+        );
         let done = provider.starts_with("openai_chat") || provider == "mistral";
         let raw = sse(&events, named, provider == "anthropic", done);
         for input in [Value::Array(events.clone()), Value::String(raw)] {
-            let (status, streamed) = server.post("/v1/execute", &json!({"provider": provider, "completion_stream": input})).await;
+            let (status, streamed) = server
+                .post(
+                    "/v1/execute",
+                    &json!({"provider": provider, "completion_stream": input}),
+                )
+                .await;
             assert_eq!(status, 200, "{provider}: {streamed}");
             assert_eq!(stable(&streamed), stable(&plain), "{provider}");
             assert_eq!(streamed["completion"], body, "{provider}");
@@ -640,7 +869,12 @@ async fn execute_answers_a_stream_like_the_non_streamed_body() {
             let (status, detected) = server.post("/v1/execute", &json!({"completion_stream": events})).await;
             assert_eq!(status, 200, "{provider}: {detected}");
             assert_eq!(detected["provider"], provider);
-            let (status, detected) = server.post("/v1/execute", &json!({"completion_stream": sse(&events, named, false, done)})).await;
+            let (status, detected) = server
+                .post(
+                    "/v1/execute",
+                    &json!({"completion_stream": sse(&events, named, false, done)}),
+                )
+                .await;
             assert_eq!(status, 200, "{provider}: {detected}");
             assert_eq!(detected["provider"], provider);
         }
@@ -659,7 +893,10 @@ async fn execute_with_a_cut_stream_answers_args_not_json_and_warns() {
     assert_eq!(answer["results"][0]["error"]["kind"], "args_not_json", "{answer}");
     assert_eq!(answer["results"][0]["id"], "call_1");
     let warnings = answer["stream_warnings"].as_array().unwrap();
-    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("finish_reason")), "{answer}");
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().contains("finish_reason")),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -667,10 +904,22 @@ async fn execute_rejects_broken_streams_with_422_invalid_stream() {
     let tools = echo_tools();
     let server = TestServer::start_without_replay(tools.path()).await;
     let cases = [
-        (json!({"provider": "anthropic", "completion_stream": [{"type": "ping"}]}), "no_turn"),
-        (json!({"provider": "anthropic", "completion_stream": "event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Overloaded\"}}\n\n"}), "provider_error"),
-        (json!({"provider": "openai_chat", "completion_stream": "data: {not json\n\n"}), "wire"),
-        (json!({"provider": "anthropic", "completion_stream": [{"type": "content_block_stop", "index": 0}]}), "event"),
+        (
+            json!({"provider": "anthropic", "completion_stream": [{"type": "ping"}]}),
+            "no_turn",
+        ),
+        (
+            json!({"provider": "anthropic", "completion_stream": "event: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"Overloaded\"}}\n\n"}),
+            "provider_error",
+        ),
+        (
+            json!({"provider": "openai_chat", "completion_stream": "data: {not json\n\n"}),
+            "wire",
+        ),
+        (
+            json!({"provider": "anthropic", "completion_stream": [{"type": "content_block_stop", "index": 0}]}),
+            "event",
+        ),
     ];
     for (body, reason) in cases {
         let (status, answer) = server.post("/v1/execute", &body).await;
@@ -679,17 +928,31 @@ async fn execute_rejects_broken_streams_with_422_invalid_stream() {
         assert_eq!(answer["error"]["details"][0]["reason"], reason, "{answer}");
     }
     // Both or neither of completion / completion_stream.
-    let (status, answer) = server.post("/v1/execute", &json!({"completion": {}, "completion_stream": []})).await;
+    let (status, answer) = server
+        .post("/v1/execute", &json!({"completion": {}, "completion_stream": []}))
+        .await;
     assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("unprocessable")));
     let (status, answer) = server.post("/v1/execute", &json!({"completion_stream": 5})).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("unprocessable")));
     // A stream whose provider cannot be told, and a named provider that disagrees.
-    let (status, answer) = server.post("/v1/execute", &json!({"completion_stream": [{"x": 1}]})).await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("provider_mismatch")));
     let (status, answer) = server
-        .post("/v1/execute", &json!({"provider": "anthropic", "completion_stream": [{"choices": []}]}))
+        .post("/v1/execute", &json!({"completion_stream": [{"x": 1}]}))
         .await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("provider_mismatch")), "{answer}");
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (422, Some("provider_mismatch"))
+    );
+    let (status, answer) = server
+        .post(
+            "/v1/execute",
+            &json!({"provider": "anthropic", "completion_stream": [{"choices": []}]}),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (422, Some("provider_mismatch")),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -709,7 +972,11 @@ async fn the_streamed_answer_works_with_a_streamed_input() {
     assert_eq!(resp.status().as_u16(), 200);
     let text = resp.text().await.unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    let final_body = if last.get("response").is_some() { &last["response"] } else { &last["data"] };
+    let final_body = if last.get("response").is_some() {
+        &last["response"]
+    } else {
+        &last["data"]
+    };
     let final_body = if final_body.is_null() { &last } else { final_body };
     assert!(text.contains("\"completion\""), "{text}");
     assert!(text.contains("call_1"), "{text}");
@@ -720,7 +987,10 @@ async fn the_streamed_answer_works_with_a_streamed_input() {
 async fn assemble_returns_only_the_body() {
     let tools = echo_tools();
     let server = TestServer::start_without_replay(tools.path()).await;
-    let body = anthropic_body(json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]), "tool_use");
+    let body = anthropic_body(
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]),
+        "tool_use",
+    );
     let mut events = anthropic_events(&body, &[2]);
     events.insert(1, json!({"type": "brand_new_event"}));
     let resp = server
@@ -737,10 +1007,26 @@ async fn assemble_returns_only_the_body() {
         "unknown event or delta types were ignored: brand_new_event"
     );
     assert_eq!(resp.json::<Value>().await.unwrap(), body);
-    let (status, answer) = server.post("/v1/completions/assemble", &json!({"provider": "nope", "completion_stream": []})).await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("unknown_provider")));
-    let (status, answer) = server.post("/v1/completions/assemble", &json!({"provider": "openai_chat", "completion_stream": []})).await;
-    assert_eq!((status, answer["error"]["code"].as_str()), (422, Some("invalid_stream")));
+    let (status, answer) = server
+        .post(
+            "/v1/completions/assemble",
+            &json!({"provider": "nope", "completion_stream": []}),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (422, Some("unknown_provider"))
+    );
+    let (status, answer) = server
+        .post(
+            "/v1/completions/assemble",
+            &json!({"provider": "openai_chat", "completion_stream": []}),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (422, Some("invalid_stream"))
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -753,13 +1039,22 @@ fn cli_assemble_and_execute_read_streams() {
     let body = chat_body(None, &[("call_1", "get_weather", r#"{"city":"Paris"}"#)], "tool_calls");
     let file = dir.path().join("stream.sse");
     std::fs::write(&file, sse(&chat_events(&body, &[4], false), false, false, true)).unwrap();
-    let out = std::process::Command::new(bin).args(["assemble", file.to_str().unwrap()]).output().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["assemble", file.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), body);
 
     let tools = echo_tools();
     let out = std::process::Command::new(bin)
-        .args(["execute", "--tools-dir", tools.path().to_str().unwrap(), "--stream", file.to_str().unwrap()])
+        .args([
+            "execute",
+            "--tools-dir",
+            tools.path().to_str().unwrap(),
+            "--stream",
+            file.to_str().unwrap(),
+        ])
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
@@ -770,9 +1065,16 @@ fn cli_assemble_and_execute_read_streams() {
 
     // A broken stream: a clear error and exit code 1.
     std::fs::write(&file, "event: ping\ndata: {}\n\n").unwrap();
-    let out = std::process::Command::new(bin).args(["assemble", "-p", "anthropic", file.to_str().unwrap()]).output().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["assemble", "-p", "anthropic", file.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no usable turn"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no usable turn"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -846,26 +1148,54 @@ fn sdk_accumulators_agree() {
     let cuts = [1, 2, 7, 8, 9, 13, 14, 30, 31, 40, 46, 47];
     let mut streams: Vec<(Provider, &str, String)> = Vec::new();
     let chat_cases = [
-        chat_body(None, &[("call_1", "get_weather", r#"{"city":"Paris"}"#), ("call_2", "get_time", r#"{"tz":"CET"}"#)], "tool_calls"),
-        chat_body(Some("Let me check."), &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)], "tool_calls"),
+        chat_body(
+            None,
+            &[
+                ("call_1", "get_weather", r#"{"city":"Paris"}"#),
+                ("call_2", "get_time", r#"{"tz":"CET"}"#),
+            ],
+            "tool_calls",
+        ),
+        chat_body(
+            Some("Let me check."),
+            &[("call_1", "get_weather", r#"{"city":"Oslo"}"#)],
+            "tool_calls",
+        ),
         chat_body(Some("It is 21 °C in Paris."), &[], "stop"),
         chat_body(None, &[("call_1", "ping", "")], "tool_calls"),
         chat_body(None, &[("call_1", "search", TRICKY_ARGS)], "tool_calls"),
     ];
     for body in &chat_cases {
-        streams.push((Provider::OpenaiChat, "openai_chat", sse(&chat_events(body, &cuts, false), false, false, true)));
+        streams.push((
+            Provider::OpenaiChat,
+            "openai_chat",
+            sse(&chat_events(body, &cuts, false), false, false, true),
+        ));
     }
     for (_, body) in anthropic_cases() {
-        streams.push((Provider::Anthropic, "anthropic", sse(&anthropic_events(&body, &cuts), true, false, false)));
+        streams.push((
+            Provider::Anthropic,
+            "anthropic",
+            sse(&anthropic_events(&body, &cuts), true, false, false),
+        ));
     }
     for (_, body) in responses_cases() {
-        streams.push((Provider::OpenaiResponses, "openai_responses", sse(&responses_events(&body, &cuts, true), true, false, false)));
+        streams.push((
+            Provider::OpenaiResponses,
+            "openai_responses",
+            sse(&responses_events(&body, &cuts, true), true, false, false),
+        ));
     }
-    let requests: Vec<Value> = streams.iter().map(|(_, name, text)| json!({"provider": name, "sse": text})).collect();
+    let requests: Vec<Value> = streams
+        .iter()
+        .map(|(_, name, text)| json!({"provider": name, "sse": text}))
+        .collect();
     let finals = sdk_accumulate(&py, &requests);
     assert_eq!(finals.len(), streams.len());
     for ((provider, name, text), mut theirs) in streams.into_iter().zip(finals) {
-        let mut ours = stream::assemble(provider, &stream::decode(provider, &text).unwrap()).unwrap().completion;
+        let mut ours = stream::assemble(provider, &stream::decode(provider, &text).unwrap())
+            .unwrap()
+            .completion;
         normalise_sdk(&mut ours);
         normalise_sdk(&mut theirs);
         assert_eq!(ours, theirs, "{name}: toolwire vs the SDK for\n{text}");

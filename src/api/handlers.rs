@@ -202,7 +202,10 @@ pub(super) async fn assemble(ApiJson(body): ApiJson<AssembleBody>) -> Result<axu
     let (provider, assembled) = turn::assemble_stream(named, &body.completion_stream).map_err(ApiError::from)?;
     let mut resp = Json(assembled.completion).into_response();
     let headers = resp.headers_mut();
-    headers.insert("toolwire-provider", axum::http::HeaderValue::from_static(provider.as_str()));
+    headers.insert(
+        "toolwire-provider",
+        axum::http::HeaderValue::from_static(provider.as_str()),
+    );
     for w in &assembled.warnings {
         if let Ok(v) = axum::http::HeaderValue::from_str(&header_safe(w)) {
             headers.append("toolwire-stream-warning", v);

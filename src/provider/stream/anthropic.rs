@@ -45,9 +45,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
             index: i,
             reason,
         };
-        let ev = event
-            .as_object()
-            .ok_or_else(|| bad("it is not a JSON object".into()))?;
+        let ev = event.as_object().ok_or_else(|| bad("it is not a JSON object".into()))?;
         let ty = ev.get("type").and_then(Value::as_str).unwrap_or("");
         if ty == "error" {
             return Err(StreamError::Provider {
@@ -150,9 +148,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                     }
                 }
                 if let Some(Value::Object(usage)) = ev.get("usage") {
-                    let target = msg
-                        .entry("usage")
-                        .or_insert_with(|| Value::Object(Map::new()));
+                    let target = msg.entry("usage").or_insert_with(|| Value::Object(Map::new()));
                     if !target.is_object() {
                         *target = Value::Object(Map::new());
                     }
@@ -175,7 +171,10 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
         });
     };
     if !unknown.is_empty() {
-        warnings.push(format!("unknown event or delta types were ignored: {}", unknown.join(", ")));
+        warnings.push(format!(
+            "unknown event or delta types were ignored: {}",
+            unknown.join(", ")
+        ));
     }
     if !stopped {
         warnings.push("no `message_stop` event: the stream was probably cut before its end".to_owned());
@@ -183,27 +182,24 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
     let mut content = Vec::with_capacity(blocks.len());
     for b in blocks {
         let mut block = b.block;
-        if let Some(json) = b.json {
-            if !json.is_empty() {
-                match serde_json::from_str::<Value>(&json) {
-                    Ok(v) => {
-                        block.insert("input".into(), v);
-                    }
-                    Err(_) => {
-                        let id = block.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-                        warnings.push(format!(
-                            "the input of call `{id}` is not complete JSON; the call is answered with `args_not_json`"
-                        ));
-                        block.insert("input".into(), Value::String(json));
-                    }
+        if let Some(json) = b.json.filter(|j| !j.is_empty()) {
+            match serde_json::from_str::<Value>(&json) {
+                Ok(v) => {
+                    block.insert("input".into(), v);
+                }
+                Err(_) => {
+                    let id = block.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+                    warnings.push(format!(
+                        "the input of call `{id}` is not complete JSON; the call is answered with `args_not_json`"
+                    ));
+                    block.insert("input".into(), Value::String(json));
                 }
             }
         }
         content.push(Value::Object(block));
     }
     msg.insert("type".into(), Value::String("message".into()));
-    msg.entry("role")
-        .or_insert_with(|| Value::String("assistant".into()));
+    msg.entry("role").or_insert_with(|| Value::String("assistant".into()));
     msg.insert("content".into(), Value::Array(content));
     msg.entry("stop_reason").or_insert(Value::Null);
     Ok(Assembled {

@@ -39,9 +39,7 @@ pub(super) fn merge_message(message: &mut Map<String, Value>, delta: &Map<String
                     }
                     continue;
                 };
-                let calls = message
-                    .entry("tool_calls")
-                    .or_insert_with(|| Value::Array(Vec::new()));
+                let calls = message.entry("tool_calls").or_insert_with(|| Value::Array(Vec::new()));
                 if !calls.is_array() {
                     *calls = Value::Array(Vec::new());
                 }
@@ -75,9 +73,7 @@ fn merge_call(calls: &mut Vec<Value>, fragment: &Value) -> Result<(), String> {
     let id = real_id(f.get("id"));
     let index = f.get("index").and_then(Value::as_u64);
     let target = match id {
-        Some(id) => calls
-            .iter()
-            .rposition(|c| real_id(c.get("id")) == Some(id)),
+        Some(id) => calls.iter().rposition(|c| real_id(c.get("id")) == Some(id)),
         None => match index {
             Some(ix) => calls
                 .iter()
@@ -103,9 +99,7 @@ fn merge_call(calls: &mut Vec<Value>, fragment: &Value) -> Result<(), String> {
         call.insert("type".into(), t.clone());
     }
     if let Some(Value::Object(ff)) = f.get("function") {
-        let func = call
-            .entry("function")
-            .or_insert_with(|| Value::Object(Map::new()));
+        let func = call.entry("function").or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(func) = func {
             if let Some(name) = ff.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
                 let have = func.get("name").and_then(Value::as_str).unwrap_or("");
@@ -145,7 +139,9 @@ fn merge_content(message: &mut Map<String, Value>, dv: &Value) {
             };
             for part in more {
                 let merged = match (parts.last_mut(), part.get("type").and_then(Value::as_str)) {
-                    (Some(Value::Object(last)), Some("text")) if last.get("type").and_then(Value::as_str) == Some("text") => {
+                    (Some(Value::Object(last)), Some("text"))
+                        if last.get("type").and_then(Value::as_str) == Some("text") =>
+                    {
                         if let (Some(Value::String(a)), Some(b)) =
                             (last.get_mut("text"), part.get("text").and_then(Value::as_str))
                         {

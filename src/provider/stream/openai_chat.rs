@@ -101,14 +101,10 @@ pub(super) fn assemble_chat(events: &[Value], provider: Provider) -> Result<Asse
         });
     };
     if unknown > 0 {
-        warnings.push(format!(
-            "{unknown} event(s) without `choices` or `error` were ignored"
-        ));
+        warnings.push(format!("{unknown} event(s) without `choices` or `error` were ignored"));
     }
     if !finished {
-        warnings.push(
-            "no chunk carried a `finish_reason`: the stream was probably cut before its end".to_owned(),
-        );
+        warnings.push("no chunk carried a `finish_reason`: the stream was probably cut before its end".to_owned());
     }
     choices.sort_by_key(|c| c.index);
     let mut out = Vec::with_capacity(choices.len());
@@ -184,15 +180,15 @@ impl Choice {
             for call in calls.iter_mut() {
                 let Some(call) = call.as_object_mut() else { continue };
                 call.remove("index");
-                call.entry("type")
-                    .or_insert_with(|| Value::String("function".into()));
+                call.entry("type").or_insert_with(|| Value::String("function".into()));
                 let id = call.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-                if let Some(Value::String(args)) = call.get("function").and_then(|f| f.get("arguments")) {
-                    if !args.trim().is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err() {
-                        warnings.push(format!(
-                            "the arguments of call `{id}` are not complete JSON; the call is answered with `args_not_json`"
-                        ));
-                    }
+                if let Some(Value::String(args)) = call.get("function").and_then(|f| f.get("arguments"))
+                    && !args.trim().is_empty()
+                    && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err()
+                {
+                    warnings.push(format!(
+                        "the arguments of call `{id}` are not complete JSON; the call is answered with `args_not_json`"
+                    ));
                 }
             }
         }
@@ -211,7 +207,11 @@ impl Choice {
 }
 
 /// Merges one `delta` into the message being assembled.
-fn merge_message(message: &mut Map<String, Value>, delta: &Map<String, Value>, provider: Provider) -> Result<(), String> {
+fn merge_message(
+    message: &mut Map<String, Value>,
+    delta: &Map<String, Value>,
+    provider: Provider,
+) -> Result<(), String> {
     if provider == Provider::Mistral {
         return super::mistral::merge_message(message, delta);
     }

@@ -40,9 +40,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
             index: i,
             reason,
         };
-        let ev = event
-            .as_object()
-            .ok_or_else(|| bad("it is not a JSON object".into()))?;
+        let ev = event.as_object().ok_or_else(|| bad("it is not a JSON object".into()))?;
         let ty = ev.get("type").and_then(Value::as_str).unwrap_or("");
         let response = || {
             ev.get("response")
@@ -106,7 +104,11 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                 part_event(&mut output, ev, "summary", "summary_index", "part").map_err(|r| bad(r(ty)))?;
             }
             "response.output_text.delta" | "response.refusal.delta" | "response.reasoning_text.delta" => {
-                let key = if ty == "response.refusal.delta" { "refusal" } else { "text" };
+                let key = if ty == "response.refusal.delta" {
+                    "refusal"
+                } else {
+                    "text"
+                };
                 text_event(&mut output, ev, "content", "content_index", key, "delta", true).map_err(|r| bad(r(ty)))?;
             }
             "response.output_text.done" | "response.reasoning_text.done" => {
@@ -118,7 +120,8 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
                     .map_err(|r| bad(r(ty)))?;
             }
             "response.reasoning_summary_text.delta" => {
-                text_event(&mut output, ev, "summary", "summary_index", "text", "delta", true).map_err(|r| bad(r(ty)))?;
+                text_event(&mut output, ev, "summary", "summary_index", "text", "delta", true)
+                    .map_err(|r| bad(r(ty)))?;
             }
             "response.reasoning_summary_text.done" => {
                 text_event(&mut output, ev, "summary", "summary_index", "text", "text", false)
@@ -180,14 +183,9 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
     }
     let mut body = match final_response {
         Some(mut r) => {
-            let empty = r
-                .get("output")
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty);
+            let empty = r.get("output").and_then(Value::as_array).is_none_or(Vec::is_empty);
             if empty && !output.is_empty() {
-                warnings.push(
-                    "the final response has no `output`; the output items of the stream are used".to_owned(),
-                );
+                warnings.push("the final response has no `output`; the output items of the stream are used".to_owned());
                 r.insert("output".into(), Value::Array(output));
             }
             r
@@ -218,8 +216,7 @@ pub fn assemble(events: &[Value]) -> Result<Assembled, StreamError> {
             r
         }
     };
-    body.entry("object")
-        .or_insert_with(|| Value::String("response".into()));
+    body.entry("object").or_insert_with(|| Value::String("response".into()));
     Ok(finish(body, warnings))
 }
 
@@ -260,7 +257,13 @@ fn is_progress(ty: &str) -> bool {
     hosted
         || matches!(
             rest,
-            "output_text.annotation.done" | "reasoning_summary.delta" | "reasoning_summary.done" | "audio.delta" | "audio.done" | "audio.transcript.delta" | "audio.transcript.done"
+            "output_text.annotation.done"
+                | "reasoning_summary.delta"
+                | "reasoning_summary.done"
+                | "audio.delta"
+                | "audio.done"
+                | "audio.transcript.delta"
+                | "audio.transcript.done"
         )
 }
 
@@ -275,7 +278,13 @@ fn item_at(output: &mut [Value], ix: usize) -> Option<&mut Value> {
 type Reason = Box<dyn Fn(&str) -> String>;
 
 /// `*_part.added` / `*_part.done`: put the part at its index in the item's list `list`.
-fn part_event(output: &mut [Value], ev: &Map<String, Value>, list: &str, index_key: &str, part_key: &str) -> Result<(), Reason> {
+fn part_event(
+    output: &mut [Value],
+    ev: &Map<String, Value>,
+    list: &str,
+    index_key: &str,
+    part_key: &str,
+) -> Result<(), Reason> {
     let ix = ev
         .get("output_index")
         .and_then(Value::as_u64)
@@ -291,9 +300,7 @@ fn part_event(output: &mut [Value], ev: &Map<String, Value>, list: &str, index_k
         .get_mut(ix)
         .and_then(Value::as_object_mut)
         .ok_or_else(|| -> Reason { Box::new(move |ty: &str| before_added(ty, ix)) })?;
-    let parts = item
-        .entry(list)
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let parts = item.entry(list).or_insert_with(|| Value::Array(Vec::new()));
     if !parts.is_array() {
         *parts = Value::Array(Vec::new());
     }
@@ -304,7 +311,9 @@ fn part_event(output: &mut [Value], ev: &Map<String, Value>, list: &str, index_k
             parts.push(part);
         } else {
             let have = parts.len();
-            return Err(Box::new(move |ty: &str| format!("`{ty}` for part {pi} of output_index {ix}, expected part {have}")));
+            return Err(Box::new(move |ty: &str| {
+                format!("`{ty}` for part {pi} of output_index {ix}, expected part {have}")
+            }));
         }
     }
     Ok(())
@@ -336,22 +345,28 @@ fn text_event(
         .get_mut(ix)
         .and_then(Value::as_object_mut)
         .ok_or_else(|| -> Reason { Box::new(move |ty: &str| before_added(ty, ix)) })?;
-    let parts = item
-        .entry(list)
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let parts = item.entry(list).or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(parts) = parts else {
         return Ok(());
     };
     // `reasoning_text.delta` may arrive without a `content_part.added`: the part starts here.
     if pi == parts.len() {
         let mut part = Map::new();
-        let kind = if list == "summary" { "summary_text" } else if key == "refusal" { "refusal" } else { "output_text" };
+        let kind = if list == "summary" {
+            "summary_text"
+        } else if key == "refusal" {
+            "refusal"
+        } else {
+            "output_text"
+        };
         part.insert("type".into(), Value::String(kind.into()));
         parts.push(Value::Object(part));
     }
     let Some(part) = parts.get_mut(pi).and_then(Value::as_object_mut) else {
         let have = parts.len();
-        return Err(Box::new(move |ty: &str| format!("`{ty}` for part {pi} of output_index {ix}, expected part {have}")));
+        return Err(Box::new(move |ty: &str| {
+            format!("`{ty}` for part {pi} of output_index {ix}, expected part {have}")
+        }));
     };
     match part.get_mut(key) {
         Some(Value::String(s)) if append => s.push_str(text),

@@ -76,40 +76,36 @@ fn sse(raw: &str, typed: bool) -> Result<Vec<Value>, String> {
                     None => (l, ""),
                 };
                 match field {
-                    "data" => {
-                        match &mut data {
-                            None => {
-                                event_line = line_no;
-                                data = Some(value.to_owned());
-                            }
-                            Some(d) => {
-                                d.push('\n');
-                                d.push_str(value);
-                            }
+                    "data" => match &mut data {
+                        None => {
+                            event_line = line_no;
+                            data = Some(value.to_owned());
                         }
-                    }
+                        Some(d) => {
+                            d.push('\n');
+                            d.push_str(value);
+                        }
+                    },
                     "event" => name = Some(value),
                     _ => {}
                 }
             }
             _ => {
                 // Blank line or end of text: dispatch what was gathered.
-                if let Some(d) = data.take() {
-                    if d.trim() != "[DONE]" {
-                        let mut v: Value = serde_json::from_str(&d)
-                            .map_err(|e| format!("the data of the event at line {event_line} is not JSON: {e}"))?;
-                        if typed
-                            && let (Some(n), Some(obj)) = (name, v.as_object_mut())
-                            && !obj.contains_key("type")
-                            && !n.is_empty()
-                        {
-                            obj.insert("type".into(), Value::String(n.to_owned()));
-                        }
-                        if events.len() >= MAX_EVENTS {
-                            return Err(format!("more than {MAX_EVENTS} events"));
-                        }
-                        events.push(v);
+                if let Some(d) = data.take().filter(|d| d.trim() != "[DONE]") {
+                    let mut v: Value = serde_json::from_str(&d)
+                        .map_err(|e| format!("the data of the event at line {event_line} is not JSON: {e}"))?;
+                    if typed
+                        && let (Some(n), Some(obj)) = (name, v.as_object_mut())
+                        && !obj.contains_key("type")
+                        && !n.is_empty()
+                    {
+                        obj.insert("type".into(), Value::String(n.to_owned()));
                     }
+                    if events.len() >= MAX_EVENTS {
+                        return Err(format!("more than {MAX_EVENTS} events"));
+                    }
+                    events.push(v);
                 }
                 name = None;
                 if line.is_none() {
@@ -176,7 +172,10 @@ mod tests {
     fn sse_handles_crlf_comments_multiline_data_and_done() {
         let raw = ": keep-alive\r\nevent: message_start\r\ndata: {\"type\":\"message_start\",\r\ndata: \"x\":1}\r\n\r\nevent: ping\ndata: {}\n\ndata: [DONE]\n\n";
         let events = decode(Provider::Anthropic, raw).unwrap();
-        assert_eq!(events, vec![json!({"type": "message_start", "x": 1}), json!({"type": "ping"})]);
+        assert_eq!(
+            events,
+            vec![json!({"type": "message_start", "x": 1}), json!({"type": "ping"})]
+        );
     }
 
     #[test]
