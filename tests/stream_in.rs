@@ -1201,3 +1201,76 @@ fn sdk_accumulators_agree() {
         assert_eq!(ours, theirs, "{name}: toolwire vs the SDK for\n{text}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input: whatever the text or events, decoding and assembly answer (Ok or a
+// StreamError) and never panic.
+
+const ALL: [Provider; 4] = [
+    Provider::OpenaiChat,
+    Provider::OpenaiResponses,
+    Provider::Anthropic,
+    Provider::Mistral,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "((event|data|id|:)?(: ?)?(\\{|\\}|\\[DONE\\]|\"type\"|:|,|[a-z_.]{0,12}|\\r|\\n|\u{e9}|\u{1F600}){0,6}\\r?\\n?){0,12}") {
+        for p in ALL {
+            if let Ok(events) = stream::decode(p, &text) {
+                let _ = stream::assemble(p, &events);
+            }
+        }
+        let _ = toolwire::provider::stream::wire::decode_detect(&text);
+    }
+
+    #[test]
+    fn mangled_streams_never_panic(drop_at in prop::collection::vec(0usize..40, 0..4), swap in prop::collection::vec((0usize..40, 0usize..40), 0..3), cut_at in 0usize..40) {
+        let chat = chat_body(Some("hi"), &[("call_1", "t", r#"{"a":"é"}"#), ("call_2", "u", "{}")], "tool_calls");
+        let anth = anthropic_body(json!([{"type": "thinking", "thinking": "x", "signature": "s"}, {"type": "tool_use", "id": "t1", "name": "t", "input": {"a": 1}}]), "tool_use");
+        let resp = responses_body(json!([{"type": "reasoning", "id": "rs", "summary": [{"type": "summary_text", "text": "s"}]}, {"type": "function_call", "id": "fc", "call_id": "c", "name": "t", "arguments": "{\"a\":1}"}]));
+        let streams = [
+            (Provider::OpenaiChat, chat_events(&chat, &[2], false)),
+            (Provider::Mistral, chat_events(&chat, &[2], true)),
+            (Provider::Anthropic, anthropic_events(&anth, &[2])),
+            (Provider::OpenaiResponses, responses_events(&resp, &[2], true)),
+        ];
+        for (p, mut events) in streams {
+            for (a, b) in &swap {
+                let n = events.len();
+                events.swap(a % n, b % n);
+            }
+            for d in &drop_at {
+                if !events.is_empty() {
+                    let n = events.len();
+                    events.remove(d % n);
+                }
+            }
+            events.truncate(cut_at.max(1));
+            // Every call the assembly keeps parses (possibly to args_not_json), none is lost
+            // silently: a call seen in the events is in the body, or the assembly is an error.
+            if let Ok(a) = stream::assemble(p, &events) {
+                let parsed = p.parse(&a.completion);
+                let seen: std::collections::BTreeSet<u64> = match p {
+                    Provider::OpenaiChat => events
+                        .iter()
+                        .flat_map(|e| e["choices"][0]["delta"]["tool_calls"].as_array().cloned().unwrap_or_default())
+                        .filter_map(|c| c["index"].as_u64())
+                        .collect(),
+                    Provider::Anthropic => events
+                        .iter()
+                        .filter(|e| e["type"] == "content_block_start" && e["content_block"]["type"] == "tool_use")
+                        .filter_map(|e| e["index"].as_u64())
+                        .collect(),
+                    _ => Default::default(),
+                };
+                if !seen.is_empty() {
+                    let parsed = parsed.unwrap();
+                    prop_assert_eq!(parsed.calls.len(), seen.len(), "a call was dropped: {}", a.completion);
+                }
+            }
+        }
+    }
+}

@@ -109,7 +109,7 @@ pub(super) fn assemble_chat(events: &[Value], provider: Provider) -> Result<Asse
     choices.sort_by_key(|c| c.index);
     let mut out = Vec::with_capacity(choices.len());
     for c in choices {
-        out.push(c.finish(&mut warnings));
+        out.push(c.finish(provider, &mut warnings)?);
     }
     body.insert("choices".into(), Value::Array(out));
     Ok(Assembled {
@@ -168,7 +168,7 @@ impl Choice {
     }
 
     /// The non-streamed choice `{index, message, finish_reason, …}`.
-    fn finish(mut self, warnings: &mut Vec<String>) -> Value {
+    fn finish(mut self, provider: Provider, warnings: &mut Vec<String>) -> Result<Value, StreamError> {
         self.message.remove("obfuscation");
         self.message.remove("p");
         self.message
@@ -177,11 +177,30 @@ impl Choice {
         self.message.entry("content").or_insert(Value::Null);
         if let Some(Value::Array(calls)) = self.message.get_mut("tool_calls") {
             calls.sort_by_key(|c| c.get("index").and_then(Value::as_u64).unwrap_or(u64::MAX));
+            let mut calls_seen = 0usize;
             for call in calls.iter_mut() {
                 let Some(call) = call.as_object_mut() else { continue };
                 call.remove("index");
                 call.entry("type").or_insert_with(|| Value::String("function".into()));
                 let id = call.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+                let named = call
+                    .get("function")
+                    .and_then(|f| f.get("name"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty());
+                // OpenAI sends `id` and `function.name` on a call's first fragment only: without
+                // them the call cannot be run or answered, so the stream is unusable rather than
+                // the call quietly lost. (Mistral may omit ids; its parser decides.)
+                if provider == Provider::OpenaiChat && (id.is_empty() || !named) {
+                    return Err(StreamError::NoTurn {
+                        provider,
+                        missing: format!(
+                            "tool call {} of choice {} has no `id` or `function.name` (its first fragment is missing)",
+                            calls_seen, self.index
+                        ),
+                    });
+                }
+                calls_seen += 1;
                 if let Some(Value::String(args)) = call.get("function").and_then(|f| f.get("arguments"))
                     && !args.trim().is_empty()
                     && serde_json::from_str::<serde::de::IgnoredAny>(args).is_err()
@@ -202,7 +221,7 @@ impl Choice {
         for (k, v) in self.rest {
             choice.insert(k, v);
         }
-        Value::Object(choice)
+        Ok(Value::Object(choice))
     }
 }
 
