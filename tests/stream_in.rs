@@ -971,16 +971,15 @@ async fn the_streamed_answer_works_with_a_streamed_input() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     let text = resp.text().await.unwrap();
-    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    let final_body = if last.get("response").is_some() {
-        &last["response"]
-    } else {
-        &last["data"]
-    };
-    let final_body = if final_body.is_null() { &last } else { final_body };
-    assert!(text.contains("\"completion\""), "{text}");
-    assert!(text.contains("call_1"), "{text}");
-    let _ = final_body;
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["event"], "call_started", "{text}");
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "response", "{text}");
+    let answer = &last["response"];
+    assert_eq!(answer["completion"], body, "{text}");
+    assert_eq!(answer["stream_warnings"], json!([]));
+    assert_eq!(answer["results"][0]["id"], "call_1");
+    assert_eq!(answer["results"][0]["arguments"], json!({"city": "Paris"}));
 }
 
 #[tokio::test]
@@ -1273,4 +1272,21 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn responses_reasoning_text_without_a_part_event_starts_its_part() {
+    let events = vec![
+        json!({"type": "response.created", "response": {"id": "r", "object": "response", "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs", "summary": []}}),
+        json!({"type": "response.reasoning_text.delta", "output_index": 0, "content_index": 0, "delta": "think"}),
+        json!({"type": "response.reasoning_text.delta", "output_index": 0, "content_index": 0, "delta": "ing"}),
+    ];
+    let a = stream::assemble(Provider::OpenaiResponses, &events).unwrap();
+    assert_eq!(
+        a.completion["output"][0]["content"],
+        json!([{"type": "reasoning_text", "text": "thinking"}])
+    );
+    assert_eq!(a.completion["status"], "in_progress");
+    assert!(a.warnings[0].contains("response.completed"), "{:?}", a.warnings);
 }

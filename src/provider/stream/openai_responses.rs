@@ -345,6 +345,7 @@ fn text_event(
         .get_mut(ix)
         .and_then(Value::as_object_mut)
         .ok_or_else(|| -> Reason { Box::new(move |ty: &str| before_added(ty, ix)) })?;
+    let reasoning = item.get("type").and_then(Value::as_str) == Some("reasoning");
     let parts = item.entry(list).or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(parts) = parts else {
         return Ok(());
@@ -352,12 +353,11 @@ fn text_event(
     // `reasoning_text.delta` may arrive without a `content_part.added`: the part starts here.
     if pi == parts.len() {
         let mut part = Map::new();
-        let kind = if list == "summary" {
-            "summary_text"
-        } else if key == "refusal" {
-            "refusal"
-        } else {
-            "output_text"
+        let kind = match (list, key) {
+            ("summary", _) => "summary_text",
+            (_, "refusal") => "refusal",
+            _ if reasoning => "reasoning_text",
+            _ => "output_text",
         };
         part.insert("type".into(), Value::String(kind.into()));
         parts.push(Value::Object(part));
