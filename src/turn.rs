@@ -212,7 +212,7 @@ pub fn assemble_stream(named: Option<Provider>, input: &Value) -> Result<(Provid
                     check_stream_provider(p, events)?;
                     p
                 }
-                None => stream::detect(events).ok_or(ExecuteError::Undetectable)?,
+                None => mistral_marked(stream::detect(events).ok_or(ExecuteError::Undetectable)?, events),
             };
             events
         }
@@ -224,7 +224,7 @@ pub fn assemble_stream(named: Option<Provider>, input: &Value) -> Result<(Provid
                     (p, events)
                 }
                 None => match stream::wire::decode_detect(raw) {
-                    Ok(found) => found,
+                    Ok((p, events)) => (mistral_marked(p, &events), events),
                     Err(StreamError::Undetectable) => return Err(ExecuteError::Undetectable),
                     Err(e) => return Err(ExecuteError::Stream(e)),
                 },
@@ -241,6 +241,31 @@ pub fn assemble_stream(named: Option<Provider>, input: &Value) -> Result<(Provid
         }));
     }
     Ok((provider, assembled))
+}
+
+/// Mistral's chunks look like OpenAI Chat's, but its split calls repeat `id: "null"`, which
+/// OpenAI's merge would glue onto the real id. A detected OpenAI Chat stream that carries a
+/// Mistral marker — the padding field `p` on a chunk, or a call id `"null"` — is assembled (and
+/// answered) as Mistral; a genuine OpenAI stream has neither.
+fn mistral_marked(detected: Provider, events: &[Value]) -> Provider {
+    if detected != Provider::OpenaiChat {
+        return detected;
+    }
+    let marked = events.iter().any(|e| {
+        e.get("p").is_some()
+            || e.get("choices").and_then(Value::as_array).is_some_and(|choices| {
+                choices.iter().any(|c| {
+                    c.pointer("/delta/tool_calls")
+                        .and_then(Value::as_array)
+                        .is_some_and(|calls| {
+                            calls
+                                .iter()
+                                .any(|t| t.get("id").and_then(Value::as_str) == Some("null"))
+                        })
+                })
+            })
+    });
+    if marked { Provider::Mistral } else { detected }
 }
 
 /// A named provider must agree with the events it names.

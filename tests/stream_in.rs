@@ -1290,3 +1290,24 @@ fn responses_reasoning_text_without_a_part_event_starts_its_part() {
     assert_eq!(a.completion["status"], "in_progress");
     assert!(a.warnings[0].contains("response.completed"), "{:?}", a.warnings);
 }
+
+#[tokio::test]
+async fn an_undeclared_mistral_stream_is_recognised_by_its_markers() {
+    let tools = echo_tools();
+    let server = TestServer::start_without_replay(tools.path()).await;
+    let body = chat_body(
+        None,
+        &[("D681PevKs", "get_weather", r#"{"city":"Paris"}"#)],
+        "tool_calls",
+    );
+    let raw = sse(&chat_events(&body, &[3, 7], true), false, false, true);
+    let (status, answer) = server.post("/v1/execute", &json!({"completion_stream": raw})).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["provider"], "mistral");
+    assert_eq!(answer["results"][0]["id"], "D681PevKs", "the id is not glued to `null`");
+    assert_eq!(answer["results"][0]["arguments"], json!({"city": "Paris"}));
+    // A plain OpenAI stream stays OpenAI.
+    let raw = sse(&chat_events(&body, &[3, 7], false), false, false, true);
+    let (_, answer) = server.post("/v1/execute", &json!({"completion_stream": raw})).await;
+    assert_eq!(answer["provider"], "openai_chat");
+}
