@@ -22,7 +22,7 @@ build:
 ## Without nextest, the integration tests run one at a time: nextest gives each test a process
 ## of its own, while `cargo test` runs them as threads of one process, where the checks on the
 ## process's own children, fds and peak memory would see the other tests' (tests/it/common).
-test:
+test: sdk-venv
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		INSTA_UPDATE=no $(CARGO) nextest run --locked --no-fail-fast; \
 	else \
@@ -32,6 +32,11 @@ test:
 		INSTA_UPDATE=no $(CARGO) test --locked --no-fail-fast --test it -- --test-threads=1 || rc=1; \
 		exit $$rc; \
 	fi
+
+## The official openai/anthropic SDKs the stream assembly is compared with (a venv in .cache/).
+.PHONY: sdk-venv
+sdk-venv:
+	scripts/sdk-venv.sh
 
 ## tests/bin/ (the fixture program faultproc) is a package of its own: formatted and linted too.
 FAULTPROC_MANIFEST = --manifest-path tests/bin/Cargo.toml

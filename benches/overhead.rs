@@ -8,6 +8,7 @@
 //! | `b8` | the same with 8 parallel calls in one completion |
 //! | `c0` | spawning `/bin/echo hello` directly with `tokio::process` (cleared env, piped stdout/stderr) |
 //! | `c1` | `POST /v1/tools/exec_echo/call`: an exec tool running that same `/bin/echo hello` |
+//! | `s`  | in-process, no server: assembling a streamed completion (`provider::stream`) — raw SSE text → events → the non-streamed body, for OpenAI Chat (100,000 argument fragments) and Anthropic (100,000 `input_json_delta`s); reported per event and per MiB of text |
 //!
 //! Every cell gets a warm-up (not recorded), then a fixed number of requests issued by a fixed
 //! number of client tasks, each waiting for its answer before sending the next (closed loop).
@@ -163,6 +164,7 @@ fn main() {
     let rounds = client_rt.block_on(async move { tokio::spawn(run_all(s, backend_addr, server_addr)).await.unwrap() });
     let whole_run = cpu_now().since(&cpu_before);
     print_report(&settings, &rounds, &whole_run);
+    stream_assembly_cell();
 
     client_rt.block_on(server.stop());
     server_rt.shutdown_timeout(Duration::from_secs(5));
@@ -928,4 +930,56 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
         whole_run.waiting as f64 / 1e9,
         whole_run.threads() as f64 / 1e9
     );
+}
+
+/// Cell `s`: the cost of assembling a streamed completion, per event and per MiB of SSE text
+/// (decoding included). Linear by construction (each fragment is appended once); this shows
+/// the constant. Best of 5 runs, so a busy machine's pauses do not count.
+fn stream_assembly_cell() {
+    use toolwire::provider::Provider;
+    use toolwire::provider::stream;
+    const N: usize = 100_000;
+    let chunk = |delta: Value| json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let mut chat = vec![chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\"k\":\""}}]}),
+    )];
+    chat.extend((0..N).map(|_| chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "abcd"}}]}))));
+    chat.push(chunk(
+        json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"}"}}]}),
+    ));
+    let mut anthropic = vec![
+        json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": []}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "t", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"k\":\""}}),
+    ];
+    anthropic.extend((0..N).map(|_| json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "abcd"}})));
+    anthropic.push(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"}"}}));
+    anthropic.push(json!({"type": "message_stop"}));
+    println!();
+    println!("Stream assembly (cell s; decode + assemble, best of 5):");
+    println!();
+    println!("| stream | events | SSE text (MiB) | total (ms) | per event (ns) | per MiB (ms) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, provider, events) in [
+        ("openai_chat", Provider::OpenaiChat, chat),
+        ("anthropic", Provider::Anthropic, anthropic),
+    ] {
+        let text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        let mib = text.len() as f64 / (1024.0 * 1024.0);
+        let mut best = Duration::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let decoded = stream::decode(provider, &text).unwrap();
+            let assembled = stream::assemble(provider, &decoded).unwrap();
+            best = best.min(t.elapsed());
+            assert!(assembled.warnings.len() <= 2, "{:?}", assembled.warnings);
+        }
+        let ms = best.as_secs_f64() * 1e3;
+        println!(
+            "| {name} | {} | {mib:.2} | {ms:.1} | {:.0} | {:.1} |",
+            events.len(),
+            best.as_nanos() as f64 / events.len() as f64,
+            ms / mib
+        );
+    }
 }

@@ -148,6 +148,17 @@ for p in "${PROVIDERS[@]}"; do
         fail "python and TypeScript print different conversations for $p"
 done
 
+# ---- --stream: the model call is streamed and its raw SSE text sent as `completion_stream`;
+# toolwire assembles it, so the conversation is the same as without streaming.
+for p in openai_chat anthropic; do
+    run_example python-stream "$p" python3 examples/python/agent_loop.py --stream
+    run_example node-ts-stream "$p" "${TS_RUN[@]}" --stream
+    diff -u <(normalize "$WORK/python-stream-$p.out") <(normalize "$WORK/node-ts-stream-$p.out") >&2 ||
+        fail "python and TypeScript print different conversations for $p --stream"
+    diff -u <(normalize "$WORK/python-$p.out") <(normalize "$WORK/python-stream-$p.out") >&2 ||
+        fail "the streamed and the non-streamed loop differ for $p"
+done
+
 # ---- an unreachable server is a clear, non-zero failure -------------------------------------
 DEAD_URL=http://127.0.0.1:$(free_port)
 for cmd in "python3 examples/python/agent_loop.py" "${TS_RUN[*]}"; do

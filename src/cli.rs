@@ -43,7 +43,16 @@ pub enum Command {
     /// that `POST /v1/execute` answers.
     ///
     /// Example: toolwire execute --provider anthropic < completion.json
+    ///
+    /// Streamed completions work too: input that is a JSON array (the stream's events) or not
+    /// JSON at all (the raw SSE/NDJSON text) is assembled first, as `completion_stream`.
     Execute(ExecuteArgs),
+    /// Assemble a streamed completion (raw SSE/NDJSON text, a JSON array of its events, or for
+    /// Bedrock the base64 event stream) into the non-streamed body and print it; nothing runs.
+    /// Warnings go to stderr.
+    ///
+    /// Example: toolwire assemble --provider anthropic stream.sse
+    Assemble(AssembleArgs),
     /// Probe a running server's /readyz; exit 0 when ready. Needs nothing but this binary, so
     /// container HEALTHCHECKs can use it.
     Health(HealthArgs),
@@ -110,6 +119,20 @@ pub struct ExecuteArgs {
     /// Request state as a JSON object.
     #[arg(long)]
     pub state: Option<String>,
+    /// Read a streamed completion from this file instead of stdin (raw SSE/NDJSON text or a
+    /// JSON array of events).
+    #[arg(long, value_name = "FILE")]
+    pub stream: Option<std::path::PathBuf>,
+}
+
+/// `toolwire assemble`.
+#[derive(Debug, Args)]
+pub struct AssembleArgs {
+    /// Provider of the stream; detected from the events' shape when left out.
+    #[arg(long, short = 'p')]
+    pub provider: Option<String>,
+    /// The stream file; `-` or nothing reads stdin.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// `toolwire schemas`.

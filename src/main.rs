@@ -115,18 +115,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             non_dumpable()?;
             let config = load_config(&args.config)?;
             let registry = load_registry(&config)?;
-            let mut input = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut input)
-                .context("reading the completion from stdin")?;
-            let completion: serde_json::Value =
-                serde_json::from_str(&input).context("stdin is not a JSON completion")?;
+            let (completion, completion_stream) = match &args.stream {
+                Some(path) => (None, Some(stream_input(read_input(Some(path))?))),
+                None => {
+                    let input = read_input(None)?;
+                    match serde_json::from_str::<serde_json::Value>(&input) {
+                        Ok(v @ serde_json::Value::Object(_)) => (Some(v), None),
+                        _ => (None, Some(stream_input(input))),
+                    }
+                }
+            };
             let req = ExecuteRequest {
                 provider: args.provider,
                 completion,
+                completion_stream,
                 state: parse_state(args.state.as_deref())?,
                 options: ExecOptions::default(),
             };
-            let (provider, parsed) = turn::prepare(&req, config.limits.calls_per_request)?;
+            let prepared = turn::prepare(&req, config.limits.calls_per_request)?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
                 let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
@@ -137,9 +143,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     principal: turn::ANONYMOUS,
                     cancel: &cancel,
                 };
-                anyhow::Ok(turn::run(ctx, provider, parsed, &req).await)
+                anyhow::Ok(turn::run(ctx, prepared, &req).await)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Assemble(args) => {
+            let named = match &args.provider {
+                Some(name) => Some(
+                    toolwire::provider::Provider::from_name(name)
+                        .ok_or_else(|| anyhow::anyhow!(turn::ExecuteError::UnknownProvider(name.clone())))?,
+                ),
+                None => None,
+            };
+            let path = args.file.as_deref().filter(|p| *p != std::path::Path::new("-"));
+            let input = stream_input(read_input(path)?);
+            let (_provider, assembled) = turn::assemble_stream(named, &input)?;
+            for w in &assembled.warnings {
+                eprintln!("warning: {w}");
+            }
+            write_stdout(&format!("{}\n", serde_json::to_string_pretty(&assembled.completion)?))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Health(args) => {
@@ -265,4 +288,25 @@ fn load_config(args: &ConfigArgs) -> anyhow::Result<ServerConfig> {
         config.tools_dir = dir.clone();
     }
     Ok(config)
+}
+
+/// Reads a file, or stdin when there is none.
+fn read_input(path: Option<&std::path::Path>) -> anyhow::Result<String> {
+    match path {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())),
+        None => {
+            let mut input = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut input).context("reading stdin")?;
+            Ok(input)
+        }
+    }
+}
+
+/// A streamed completion as `completion_stream`: a JSON array is the list of events; anything
+/// else is the raw wire text.
+fn stream_input(text: String) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v @ serde_json::Value::Array(_)) => v,
+        _ => serde_json::Value::String(text),
+    }
 }

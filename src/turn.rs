@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::{Arguments, ToolCall, ToolResult};
 use crate::executor::{Batch, EventSink, Executor, RunOptions};
+use crate::provider::stream::{self, Assembled, StreamError};
 use crate::provider::{FormatOptions, ParseError, Parsed, Provider, detect};
 use crate::registry::Registry;
 
@@ -16,10 +17,16 @@ use crate::registry::Registry;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
-    /// Provider name or alias; detected from the completion's shape when absent.
+    /// Provider name or alias; detected from the completion's (or stream's) shape when absent.
     pub provider: Option<String>,
-    /// The provider's raw response body, unmodified.
-    pub completion: Value,
+    /// The provider's raw response body, unmodified. Exactly one of `completion` and
+    /// `completion_stream`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Value>,
+    /// A streamed response instead: the array of its events in arrival order, or its raw wire
+    /// text (see `docs/streaming.md`). It is assembled into the non-streamed body first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_stream: Option<Value>,
     /// Hidden context for backends; never shown to the model. An object, or absent.
     #[serde(default)]
     pub state: Value,
@@ -81,6 +88,22 @@ pub struct ExecuteResponse {
     pub messages: Vec<Value>,
     /// One per call, in call order.
     pub results: Vec<ToolResult>,
+    /// Streamed input only: the assembled non-streamed response body, to log or store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Value>,
+    /// Streamed input only: what the assembly skipped or repaired (unknown event types, a
+    /// stream cut before its final event, argument text that is not complete JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_warnings: Option<Vec<String>>,
+}
+
+/// A request ready to run: its provider, the parsed completion and, for streamed input, the
+/// assembly.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub provider: Provider,
+    pub parsed: Parsed,
+    pub streamed: Option<Assembled>,
 }
 
 /// Why a request cannot be executed at all (nothing ran).
@@ -105,28 +128,38 @@ pub enum ExecuteError {
     DuplicateCallId(String),
     #[error("`state` must be a JSON object")]
     BadState,
+    #[error("give exactly one of `completion` and `completion_stream`")]
+    CompletionOrStream,
+    #[error("`completion_stream` must be an array of events or a string of raw stream text")]
+    StreamShape,
+    #[error("{0}")]
+    Stream(StreamError),
 }
 
 /// Resolves the provider and parses the completion, checking what must hold before anything
-/// runs (call count, unique ids, state shape).
-pub fn prepare(req: &ExecuteRequest, max_calls: usize) -> Result<(Provider, Parsed), ExecuteError> {
+/// runs (call count, unique ids, state shape). A streamed completion is assembled first.
+pub fn prepare(req: &ExecuteRequest, max_calls: usize) -> Result<Prepared, ExecuteError> {
     if !(req.state.is_object() || req.state.is_null()) {
         return Err(ExecuteError::BadState);
     }
-    let provider = match &req.provider {
-        Some(name) => {
-            let p = Provider::from_name(name).ok_or_else(|| ExecuteError::UnknownProvider(name.clone()))?;
-            if !detect::matches(p, &req.completion) {
-                return Err(ExecuteError::Mismatch {
-                    named: p,
-                    detected: detect::detect(&req.completion),
-                });
-            }
-            p
-        }
-        None => detect::detect(&req.completion).ok_or(ExecuteError::Undetectable)?,
+    let named = match &req.provider {
+        Some(name) => Some(Provider::from_name(name).ok_or_else(|| ExecuteError::UnknownProvider(name.clone()))?),
+        None => None,
     };
-    let parsed = provider.parse(&req.completion).map_err(ExecuteError::Shape)?;
+    let (provider, streamed) = match (&req.completion, &req.completion_stream) {
+        (Some(c), None) => (resolve(named, c)?, None),
+        (None, Some(s)) => {
+            let (provider, assembled) = assemble_stream(named, s)?;
+            (provider, Some(assembled))
+        }
+        _ => return Err(ExecuteError::CompletionOrStream),
+    };
+    let completion = match (&streamed, &req.completion) {
+        (Some(a), _) => &a.completion,
+        (None, Some(c)) => c,
+        (None, None) => return Err(ExecuteError::CompletionOrStream),
+    };
+    let parsed = provider.parse(completion).map_err(ExecuteError::Shape)?;
     if parsed.calls.len() > max_calls {
         return Err(ExecuteError::TooManyCalls {
             count: parsed.calls.len(),
@@ -139,7 +172,113 @@ pub fn prepare(req: &ExecuteRequest, max_calls: usize) -> Result<(Provider, Pars
             return Err(ExecuteError::DuplicateCallId(id.to_owned()));
         }
     }
-    Ok((provider, parsed))
+    Ok(Prepared {
+        provider,
+        parsed,
+        streamed,
+    })
+}
+
+/// The provider of a non-streamed completion: the named one (which must match its shape), or
+/// the detected one.
+fn resolve(named: Option<Provider>, completion: &Value) -> Result<Provider, ExecuteError> {
+    match named {
+        Some(p) => {
+            if !detect::matches(p, completion) {
+                return Err(ExecuteError::Mismatch {
+                    named: p,
+                    detected: detect::detect(completion),
+                });
+            }
+            Ok(p)
+        }
+        None => detect::detect(completion).ok_or(ExecuteError::Undetectable),
+    }
+}
+
+/// Assembles a `completion_stream` (events or raw text) into the non-streamed body.
+///
+/// The provider is the named one, or detected from the events' shape; raw text whose provider
+/// is not named is decoded as SSE, else NDJSON, else the base64 AWS event stream, and the
+/// provider is detected from the decoded events (`stream::wire::decode_detect`). A named
+/// provider must agree with the events' shape (Mistral's chunks look like OpenAI Chat's, so
+/// naming `mistral` for them is accepted).
+pub fn assemble_stream(named: Option<Provider>, input: &Value) -> Result<(Provider, Assembled), ExecuteError> {
+    let (provider, decoded);
+    let events: &[Value] = match input {
+        Value::Array(events) => {
+            provider = match named {
+                Some(p) => {
+                    check_stream_provider(p, events)?;
+                    p
+                }
+                None => mistral_marked(stream::detect(events).ok_or(ExecuteError::Undetectable)?, events),
+            };
+            events
+        }
+        Value::String(raw) => {
+            (provider, decoded) = match named {
+                Some(p) => {
+                    let events = stream::decode(p, raw).map_err(ExecuteError::Stream)?;
+                    check_stream_provider(p, &events)?;
+                    (p, events)
+                }
+                None => match stream::wire::decode_detect(raw) {
+                    Ok((p, events)) => (mistral_marked(p, &events), events),
+                    Err(StreamError::Undetectable) => return Err(ExecuteError::Undetectable),
+                    Err(e) => return Err(ExecuteError::Stream(e)),
+                },
+            };
+            &decoded
+        }
+        _ => return Err(ExecuteError::StreamShape),
+    };
+    let assembled = stream::assemble(provider, events).map_err(ExecuteError::Stream)?;
+    if !detect::matches(provider, &assembled.completion) {
+        return Err(ExecuteError::Stream(StreamError::NoTurn {
+            provider,
+            missing: "the assembled body is not a complete response".to_owned(),
+        }));
+    }
+    Ok((provider, assembled))
+}
+
+/// Mistral's chunks look like OpenAI Chat's, but its split calls repeat `id: "null"`, which
+/// OpenAI's merge would glue onto the real id. A detected OpenAI Chat stream that carries a
+/// Mistral marker — the padding field `p` on a chunk, or a call id `"null"` — is assembled (and
+/// answered) as Mistral; a genuine OpenAI stream has neither.
+fn mistral_marked(detected: Provider, events: &[Value]) -> Provider {
+    if detected != Provider::OpenaiChat {
+        return detected;
+    }
+    let marked = events.iter().any(|e| {
+        e.get("p").is_some()
+            || e.get("choices").and_then(Value::as_array).is_some_and(|choices| {
+                choices.iter().any(|c| {
+                    c.pointer("/delta/tool_calls")
+                        .and_then(Value::as_array)
+                        .is_some_and(|calls| {
+                            calls
+                                .iter()
+                                .any(|t| t.get("id").and_then(Value::as_str) == Some("null"))
+                        })
+                })
+            })
+    });
+    if marked { Provider::Mistral } else { detected }
+}
+
+/// A named provider must agree with the events it names.
+fn check_stream_provider(named: Provider, events: &[Value]) -> Result<(), ExecuteError> {
+    match stream::detect(events) {
+        Some(d) if d != named && !(named == Provider::Mistral && d == Provider::OpenaiChat) => {
+            Err(ExecuteError::Mismatch {
+                named,
+                detected: Some(d),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What a turn runs with besides its request: the executor, a registry snapshot, who asked,
@@ -158,18 +297,22 @@ pub struct Context<'a> {
 pub const ANONYMOUS: &str = "anonymous";
 
 /// Executes a prepared completion and formats the answer.
-pub async fn run(ctx: Context<'_>, provider: Provider, parsed: Parsed, req: &ExecuteRequest) -> ExecuteResponse {
-    run_with_events(ctx, provider, parsed, req, None).await
+pub async fn run(ctx: Context<'_>, prepared: Prepared, req: &ExecuteRequest) -> ExecuteResponse {
+    run_with_events(ctx, prepared, req, None).await
 }
 
 /// [`run`], reporting progress to `events` as it happens (streaming responses).
 pub async fn run_with_events(
     ctx: Context<'_>,
-    provider: Provider,
-    parsed: Parsed,
+    prepared: Prepared,
     req: &ExecuteRequest,
     events: Option<&EventSink>,
 ) -> ExecuteResponse {
+    let Prepared {
+        provider,
+        parsed,
+        streamed,
+    } = prepared;
     let request_id = new_request_id();
     let batch = Batch {
         calls: &parsed.calls,
@@ -189,6 +332,8 @@ pub async fn run_with_events(
         assistant: parsed.assistant,
         messages,
         results,
+        stream_warnings: streamed.as_ref().map(|s| s.warnings.clone()),
+        completion: streamed.map(|s| s.completion),
     }
 }
 

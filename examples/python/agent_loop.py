@@ -92,6 +92,14 @@ class Toolwire:
             "POST", "/v1/execute", {"provider": provider, "completion": completion, "state": state}
         )
 
+    def execute_stream(self, provider, stream_text, state):
+        """The same for a streamed model call: send the raw SSE text as `completion_stream`
+        (or the list of parsed events); toolwire assembles it first (docs/streaming.md)."""
+        return self._request(
+            "POST", "/v1/execute",
+            {"provider": provider, "completion_stream": stream_text, "state": state},
+        )
+
 
 # --------------------------------------------------------------------------------------------
 # Provider-specific glue: only the *request* you send to the model differs per provider.
@@ -417,9 +425,67 @@ def show(message):
 
 
 # --------------------------------------------------------------------------------------------
+# --stream: what the provider's streaming API sends for a completion (the scripted model "streams"
+# its body; a real agent has this text from its HTTP client). Strings are cut in two so that
+# toolwire really has fragments to assemble.
+# --------------------------------------------------------------------------------------------
+STREAMABLE = ("openai_chat", "anthropic")
+
+
+def halves(text):
+    mid = len(text) // 2
+    return [text[:mid], text[mid:]]
+
+
+def to_sse(provider, completion):
+    if provider == "openai_chat":
+        choice = completion["choices"][0]
+        msg = choice["message"]
+        head = {k: v for k, v in completion.items() if k not in ("choices", "object")}
+        head["object"] = "chat.completion.chunk"
+        extra = {k: v for k, v in choice.items() if k not in ("index", "message", "finish_reason")}
+
+        def chunk(delta, finish=None):
+            return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **extra}]}
+
+        first = {k: v for k, v in msg.items() if k not in ("content", "tool_calls")}
+        first["content"] = None if msg.get("content") is None else ""
+        events = [chunk(first)]
+        for piece in halves(msg.get("content") or ""):
+            if piece:
+                events.append(chunk({"content": piece}))
+        for i, call in enumerate(msg.get("tool_calls") or []):
+            a, b = halves(call["function"]["arguments"])
+            events.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                                 "function": {"name": call["function"]["name"], "arguments": a}}]}))
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": b}}]}))
+        events.append(chunk({}, choice["finish_reason"]))
+        return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    # anthropic
+    events = [{"type": "message_start", "message": {**completion, "content": [], "stop_reason": None}}]
+    for i, block in enumerate(completion["content"]):
+        if block["type"] == "text":
+            start, deltas = {"type": "text", "text": ""}, [
+                {"type": "text_delta", "text": t} for t in halves(block["text"])]
+        elif block["type"] == "tool_use":
+            start = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": t}
+                      for t in ["", *halves(json.dumps(block["input"]))]]
+        else:
+            start, deltas = block, []
+        events.append({"type": "content_block_start", "index": i, "content_block": start})
+        events += [{"type": "content_block_delta", "index": i, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": i})
+    events.append({"type": "message_delta", "delta": {"stop_reason": completion["stop_reason"]},
+                   "usage": {"output_tokens": completion["usage"]["output_tokens"]}})
+    events.append({"type": "message_stop"})
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+# --------------------------------------------------------------------------------------------
 # The agent loop.
 # --------------------------------------------------------------------------------------------
-def run(provider, url, require_ok):
+def run(provider, url, require_ok, stream=False):
     toolwire = Toolwire(url, token=os.environ.get("TOOLWIRE_TOKEN"))
     model = ScriptedModel(provider)  # <- replace with your real model client
 
@@ -435,7 +501,13 @@ def run(provider, url, require_ok):
         request = build_model_request(provider, conversation, tools)
         completion = model.complete(request)  # the raw provider body, unmodified
 
-        resp = toolwire.execute(provider, completion, STATE)
+        if stream:
+            # A streamed model call: send what the stream delivered; toolwire assembles it.
+            resp = toolwire.execute_stream(provider, to_sse(provider, completion), STATE)
+            if resp["completion"] != completion:
+                raise AgentError("the assembled completion differs from the streamed one")
+        else:
+            resp = toolwire.execute(provider, completion, STATE)
         # The two lines every agent needs: the model turn first, then the tool results.
         # (openai_responses: `assistant` is a list of output items -> input_items.extend(...)).
         conversation.append(resp["assistant"])
@@ -484,9 +556,14 @@ def main():
                         help="toolwire base URL (default: $TOOLWIRE_URL or http://127.0.0.1:8080)")
     parser.add_argument("--require-ok", action="store_true",
                         help="fail when any tool call returned an error result")
+    parser.add_argument("--stream", action="store_true",
+                        help="stream the model call: send its raw SSE text as `completion_stream` "
+                             "(openai_chat, anthropic)")
     args = parser.parse_args()
+    if args.stream and args.provider not in STREAMABLE:
+        parser.error(f"--stream: the scripted model streams {', '.join(STREAMABLE)}")
     try:
-        run(args.provider, args.url, args.require_ok)
+        run(args.provider, args.url, args.require_ok, args.stream)
     except AgentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

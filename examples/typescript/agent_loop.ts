@@ -2,7 +2,7 @@
 //
 //   node --experimental-strip-types examples/typescript/agent_loop.ts   (Node >= 22.6)
 //   (Node >= 18: compile with `tsc --target es2022 --module es2022` first; see examples/README.md)
-//       [--provider openai_chat|anthropic|gemini] [--url http://127.0.0.1:8080] [--require-ok]
+//       [--provider openai_chat|anthropic|gemini] [--url http://127.0.0.1:8080] [--require-ok] [--stream]
 //
 // What it does, once per model turn:
 //
@@ -43,6 +43,8 @@ interface ExecuteResponse {
   assistant: Json; // append first (openai_responses: an ARRAY of output items: extend with it)
   messages: Json[]; // append after `assistant`, every element, in order
   results: ToolResult[];
+  completion?: Json; // streamed input only: the assembled non-streamed body
+  stream_warnings?: string[]; // streamed input only: what the assembly skipped or repaired
 }
 
 /** A tool output as the model sees it: ["ok", value] or ["error", message]. */
@@ -115,6 +117,12 @@ class Toolwire {
   /** Run every tool call of a raw completion; answer in the provider's own format. */
   execute(provider: Provider, completion: Json, state: Json): Promise<ExecuteResponse> {
     return this.request("POST", "/v1/execute", { provider, completion, state });
+  }
+
+  /** The same for a streamed model call: send the raw SSE text as `completion_stream` (or the
+   *  array of parsed events); toolwire assembles it first (docs/streaming.md). */
+  executeStream(provider: Provider, streamText: string, state: Json): Promise<ExecuteResponse> {
+    return this.request("POST", "/v1/execute", { provider, completion_stream: streamText, state });
   }
 }
 
@@ -464,9 +472,73 @@ function show(message: Json): void {
 }
 
 // -------------------------------------------------------------------------------------------
+// --stream: what the provider's streaming API sends for a completion (the scripted model
+// "streams" its body; a real agent has this text from its HTTP client). Strings are cut in two
+// so that toolwire really has fragments to assemble.
+// -------------------------------------------------------------------------------------------
+const STREAMABLE: Provider[] = ["openai_chat", "anthropic"];
+
+function halves(text: string): string[] {
+  const chars = Array.from(text); // by code point, as Python slices
+  const mid = Math.floor(chars.length / 2);
+  return [chars.slice(0, mid).join(""), chars.slice(mid).join("")];
+}
+
+function toSse(provider: Provider, completion: Json): string {
+  if (provider === "openai_chat") {
+    const { choices, object: _object, ...rest } = completion;
+    const choice = choices[0];
+    const msg = choice.message;
+    const head = { ...rest, object: "chat.completion.chunk" };
+    const { index: _i, message: _m, finish_reason: _f, ...extra } = choice;
+    const chunk = (delta: Json, finish: Json = null): Json =>
+      ({ ...head, choices: [{ index: 0, delta, finish_reason: finish, ...extra }] });
+    const { content: _c, tool_calls: _t, ...first } = msg;
+    first.content = msg.content == null ? null : "";
+    const events: Json[] = [chunk(first)];
+    for (const piece of halves(msg.content ?? "")) if (piece) events.push(chunk({ content: piece }));
+    (msg.tool_calls ?? []).forEach((call: Json, i: number) => {
+      const [a, b] = halves(call.function.arguments);
+      events.push(chunk({ tool_calls: [{ index: i, id: call.id, type: "function", function: { name: call.function.name, arguments: a } }] }));
+      events.push(chunk({ tool_calls: [{ index: i, function: { arguments: b } }] }));
+    });
+    events.push(chunk({}, choice.finish_reason));
+    return events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join("") + "data: [DONE]\n\n";
+  }
+  // anthropic
+  const events: Json[] = [{ type: "message_start", message: { ...completion, content: [], stop_reason: null } }];
+  completion.content.forEach((block: Json, i: number) => {
+    let start: Json = block;
+    let deltas: Json[] = [];
+    if (block.type === "text") {
+      start = { type: "text", text: "" };
+      deltas = halves(block.text).map((t) => ({ type: "text_delta", text: t }));
+    } else if (block.type === "tool_use") {
+      start = { ...block, input: {} };
+      deltas = ["", ...halves(JSON.stringify(block.input))].map((t) => ({ type: "input_json_delta", partial_json: t }));
+    }
+    events.push({ type: "content_block_start", index: i, content_block: start });
+    for (const d of deltas) events.push({ type: "content_block_delta", index: i, delta: d });
+    events.push({ type: "content_block_stop", index: i });
+  });
+  events.push({ type: "message_delta", delta: { stop_reason: completion.stop_reason }, usage: { output_tokens: completion.usage.output_tokens } });
+  events.push({ type: "message_stop" });
+  return events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+}
+
+/** JSON equality regardless of key order. */
+function sameJson(a: Json, b: Json): boolean {
+  const canon = (v: Json): Json =>
+    Array.isArray(v) ? v.map(canon)
+      : v && typeof v === "object" ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])]))
+      : v;
+  return JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+}
+
+// -------------------------------------------------------------------------------------------
 // The agent loop.
 // -------------------------------------------------------------------------------------------
-async function run(provider: Provider, url: string, requireOk: boolean): Promise<void> {
+async function run(provider: Provider, url: string, requireOk: boolean, stream = false): Promise<void> {
   const toolwire = new Toolwire(url, process.env.TOOLWIRE_TOKEN);
   const model = new ScriptedModel(provider); // <- replace with your real model client
 
@@ -483,7 +555,16 @@ async function run(provider: Provider, url: string, requireOk: boolean): Promise
     const request = buildModelRequest(provider, conversation, tools);
     const completion = await model.complete(request); // the raw provider body, unmodified
 
-    const resp = await toolwire.execute(provider, completion, STATE);
+    let resp: ExecuteResponse;
+    if (stream) {
+      // A streamed model call: send what the stream delivered; toolwire assembles it.
+      resp = await toolwire.executeStream(provider, toSse(provider, completion), STATE);
+      if (!sameJson(resp.completion, completion)) {
+        throw new AgentError("the assembled completion differs from the streamed one");
+      }
+    } else {
+      resp = await toolwire.execute(provider, completion, STATE);
+    }
     // The two lines every agent needs: the model turn first, then the tool results.
     // (openai_responses: `assistant` is an array of output items -> inputItems.push(...assistant)).
     conversation.push(resp.assistant);
@@ -525,12 +606,13 @@ async function run(provider: Provider, url: string, requireOk: boolean): Promise
     `${executed.length} tool call(s), ${failed.length} failed`);
 }
 
-function parseArgs(argv: string[]): { provider: Provider; url: string; requireOk: boolean } {
-  const usage = "usage: agent_loop [--provider openai_chat|anthropic|gemini] [--url URL] [--require-ok]";
+function parseArgs(argv: string[]): { provider: Provider; url: string; requireOk: boolean; stream: boolean } {
+  const usage = "usage: agent_loop [--provider openai_chat|anthropic|gemini] [--url URL] [--require-ok] [--stream]";
   const opts = {
     provider: "openai_chat" as Provider,
     url: process.env.TOOLWIRE_URL || "http://127.0.0.1:8080",
     requireOk: false,
+    stream: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
@@ -549,6 +631,8 @@ function parseArgs(argv: string[]): { provider: Provider; url: string; requireOk
       opts.url = value();
     } else if (flag === "--require-ok") {
       opts.requireOk = true;
+    } else if (flag === "--stream") {
+      opts.stream = true;
     } else if (flag === "-h" || flag === "--help") {
       console.log(usage);
       process.exit(0);
@@ -556,13 +640,16 @@ function parseArgs(argv: string[]): { provider: Provider; url: string; requireOk
       throw new AgentError(`unknown argument '${argv[i]}'\n${usage}`);
     }
   }
+  if (opts.stream && !STREAMABLE.includes(opts.provider)) {
+    throw new AgentError(`--stream: the scripted model streams ${STREAMABLE.join(", ")}`);
+  }
   return opts;
 }
 
 async function main(): Promise<number> {
   try {
-    const { provider, url, requireOk } = parseArgs(process.argv.slice(2));
-    await run(provider, url, requireOk);
+    const { provider, url, requireOk, stream } = parseArgs(process.argv.slice(2));
+    await run(provider, url, requireOk, stream);
     return 0;
   } catch (e) {
     if (e instanceof AgentError) {

@@ -29,7 +29,7 @@ pub fn run(data: &[u8]) {
         Err(other) => panic!("unexpected error for a Value body: {other:?}"),
     }
     if let Ok(req) = parse::<ExecuteRequest>(data)
-        && let Ok((_, parsed)) = prepare(&req, MAX_CALLS)
+        && let Ok(toolwire::turn::Prepared { parsed, .. }) = prepare(&req, MAX_CALLS)
     {
         assert!(parsed.calls.len() <= MAX_CALLS);
         let mut seen = HashSet::new();

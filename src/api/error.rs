@@ -38,6 +38,9 @@ pub enum ApiError {
     ProviderMismatch { message: String, detected: Option<String> },
     #[error("{0}")]
     Unprocessable(String),
+    /// A `completion_stream` that cannot be assembled (see `docs/streaming.md#outcomes`).
+    #[error("{0}")]
+    InvalidStream(crate::provider::stream::StreamError),
     #[error("{0}")]
     TooManyCalls(String),
     #[error("{0}")]
@@ -79,6 +82,7 @@ impl ApiError {
             ApiError::UnknownProvider(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_provider"),
             ApiError::ProviderMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "provider_mismatch"),
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            ApiError::InvalidStream(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_stream"),
             ApiError::TooManyCalls(_) => (StatusCode::UNPROCESSABLE_ENTITY, "too_many_calls"),
             ApiError::DuplicateCallId(_) => (StatusCode::UNPROCESSABLE_ENTITY, "duplicate_call_id"),
             ApiError::IdempotencyKeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
@@ -94,6 +98,7 @@ impl ApiError {
         match self {
             ApiError::InvalidJson { line, column, .. } => vec![json!({"line": line, "column": column})],
             ApiError::ProviderMismatch { detected: Some(d), .. } => vec![json!({"detected": d})],
+            ApiError::InvalidStream(e) => vec![stream_error_detail(e)],
             _ => Vec::new(),
         }
     }
@@ -125,6 +130,20 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// `details[0]` of `invalid_stream`: which kind of failure, the provider, and the event index
+/// when one event is at fault.
+fn stream_error_detail(e: &crate::provider::stream::StreamError) -> Value {
+    use crate::provider::stream::StreamError as S;
+    match e {
+        S::Wire { provider, .. } => json!({"reason": "wire", "provider": provider}),
+        S::Event { provider, index, .. } => json!({"reason": "event", "provider": provider, "event": index}),
+        S::NoTurn { provider, .. } => json!({"reason": "no_turn", "provider": provider}),
+        S::Provider { provider, .. } => json!({"reason": "provider_error", "provider": provider}),
+        S::TooManyEvents { max } => json!({"reason": "too_many_events", "max": max}),
+        S::Undetectable => json!({"reason": "undetectable"}),
+    }
+}
+
 impl From<crate::turn::ExecuteError> for ApiError {
     fn from(e: crate::turn::ExecuteError) -> Self {
         use crate::turn::ExecuteError as E;
@@ -146,6 +165,8 @@ impl From<crate::turn::ExecuteError> for ApiError {
             E::TooManyCalls { .. } => ApiError::TooManyCalls(message),
             E::DuplicateCallId(_) => ApiError::DuplicateCallId(message),
             E::BadState => ApiError::Unprocessable(message),
+            E::CompletionOrStream | E::StreamShape => ApiError::Unprocessable(message),
+            E::Stream(e) => ApiError::InvalidStream(e),
         }
     }
 }

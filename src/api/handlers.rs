@@ -144,15 +144,14 @@ pub(super) async fn execute(
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse as _;
     let principal = principal.map_or_else(Principal::anonymous, |Extension(p)| p);
-    let (provider, parsed) = turn::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
+    let prepared = turn::prepare(&req, state.config.limits.calls_per_request).map_err(ApiError::from)?;
     // One snapshot for the whole request: a reload meanwhile does not change its tools.
     let registry = state.registry.load_full();
     if let Some(format) = super::stream::wanted(&headers) {
         return Ok(super::stream::respond(
             state,
             registry,
-            provider,
-            parsed,
+            prepared,
             req,
             format,
             principal.0.to_string(),
@@ -165,13 +164,13 @@ pub(super) async fn execute(
         cancel: &state.cancel,
     };
     let Some(key) = headers.get("idempotency-key") else {
-        let resp = turn::run(ctx, provider, parsed, &req).await;
+        let resp = turn::run(ctx, prepared, &req).await;
         return Ok(Json(resp).into_response());
     };
     let key = key.to_str().unwrap_or_default();
     let wait_limit = state.config.limits.request_timeout.0;
     let answer = idempotency::once(&state.request_keys, &principal.0, key, &req, wait_limit, || {
-        turn::run(ctx, provider, parsed, &req)
+        turn::run(ctx, prepared, &req)
     })
     .await?;
     Ok(match answer {
@@ -180,6 +179,48 @@ pub(super) async fn execute(
             ([(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response()
         }
     })
+}
+
+/// Body of `POST /v1/completions/assemble`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AssembleBody {
+    provider: Option<String>,
+    completion_stream: Value,
+}
+
+/// `POST /v1/completions/assemble`: a streamed completion → the non-streamed body the provider
+/// would have returned; nothing runs. The body is exactly the assembled completion, so it can
+/// be stored or replayed as-is; the provider and the assembly warnings travel in the
+/// `Toolwire-Provider` and `Toolwire-Stream-Warning` (one per warning) headers.
+pub(super) async fn assemble(ApiJson(body): ApiJson<AssembleBody>) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse as _;
+    let named = match &body.provider {
+        Some(name) => Some(Provider::from_name(name).ok_or_else(|| ApiError::UnknownProvider(name.clone()))?),
+        None => None,
+    };
+    let (provider, assembled) = turn::assemble_stream(named, &body.completion_stream).map_err(ApiError::from)?;
+    let mut resp = Json(assembled.completion).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(
+        "toolwire-provider",
+        axum::http::HeaderValue::from_static(provider.as_str()),
+    );
+    for w in &assembled.warnings {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&header_safe(w)) {
+            headers.append("toolwire-stream-warning", v);
+        }
+    }
+    Ok(resp)
+}
+
+/// A warning as a header value: visible ASCII only (event type names come from the input),
+/// at most 300 characters.
+fn header_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .take(300)
+        .collect()
 }
 
 /// Body of `POST /v1/tools/{name}/call`.

@@ -81,6 +81,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/tools"),
     ("GET", "/v1/schemas"),
     ("POST", "/v1/execute"),
+    ("POST", "/v1/completions/assemble"),
     ("POST", "/v1/tools/{name}/call"),
     ("GET", "/metrics"),
 ];
@@ -91,6 +92,7 @@ pub fn router(state: AppState) -> Router {
     // Work routes: shed load first (cheapest rejection), then authenticate.
     let work = Router::new()
         .route("/v1/execute", post(handlers::execute))
+        .route("/v1/completions/assemble", post(handlers::assemble))
         .route("/v1/tools/{name}/call", post(handlers::call_tool))
         // Outermost first: authenticate, read the body within its timeout, then take a slot.
         .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load))

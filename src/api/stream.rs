@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::executor::ExecEvent;
-use crate::provider::{Parsed, Provider};
 use crate::registry::Registry;
-use crate::turn::{self, ExecuteRequest};
+use crate::turn::{self, ExecuteRequest, Prepared};
 
 /// The streaming formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +49,7 @@ enum Frame {
 pub fn respond(
     state: AppState,
     registry: Arc<Registry>,
-    provider: Provider,
-    parsed: Parsed,
+    prepared: Prepared,
     req: ExecuteRequest,
     format: StreamFormat,
     principal: String,
@@ -76,7 +74,7 @@ pub fn respond(
             principal: &principal,
             cancel: &cancel,
         };
-        let resp = turn::run_with_events(ctx, provider, parsed, &req, Some(&events_tx)).await;
+        let resp = turn::run_with_events(ctx, prepared, &req, Some(&events_tx)).await;
         // Closing the event channel ends the forwarder once every event has been passed on, so
         // the `response` frame is always last.
         drop(events_tx);

@@ -32,4 +32,5 @@ mod security;
 mod security_exec;
 mod security_secrets;
 mod security_tls;
+mod stream_in;
 mod streaming;

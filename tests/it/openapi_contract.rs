@@ -651,6 +651,73 @@ async fn live_responses_match_the_spec() {
         c.check("POST", Some("/v1/execute"), &a);
     }
 
+    // Streamed input: `completion_stream` on execute, and the assembly alone.
+    let stream_events = json!([
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "echo_text", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"text\": "}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"hi\"}"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"}
+    ]);
+    let raw: String = stream_events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    for input in [stream_events.clone(), json!(raw)] {
+        let a = send(
+            &s,
+            "POST",
+            "/v1/execute",
+            &[],
+            json_body(&json!({"completion_stream": input})),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let resp = c.check("POST", Some("/v1/execute"), &a);
+        assert_eq!(resp["completion"]["content"][0]["input"], json!({"text": "hi"}));
+        let a = send(
+            &s,
+            "POST",
+            "/v1/completions/assemble",
+            &[],
+            json_body(&json!({"completion_stream": input})),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        c.check("POST", Some("/v1/completions/assemble"), &a);
+    }
+    let a = send(
+        &s,
+        "POST",
+        "/v1/execute",
+        &[],
+        json_body(&json!({"completion_stream": [{"type": "ping"}]})),
+    )
+    .await;
+    assert_eq!(a.status, 422, "{}", a.body);
+    c.check("POST", Some("/v1/execute"), &a);
+    let assemble_bad: Vec<(Body<'_>, u16)> = vec![
+        (Some(("application/json", b"{\"completion_stream\": [".to_vec())), 400),
+        (Some(("text/plain", b"{}".to_vec())), 415),
+        (Some(("application/json", vec![b' '; 70 * 1024])), 413),
+        (
+            json_body(&json!({"provider": "anthropic", "completion_stream": [{"type": "ping"}]})),
+            422,
+        ),
+        (json_body(&json!({"provider": "palm", "completion_stream": []})), 422),
+        (json_body(&json!({"completion_stream": [{"x": 1}]})), 422),
+        (json_body(&json!({"completion_stream": 5, "extra": 1})), 422),
+    ];
+    for (body, status) in assemble_bad {
+        let a = send(&s, "POST", "/v1/completions/assemble", &[], body).await;
+        assert_eq!(a.status, status, "{}", a.body);
+        c.check("POST", Some("/v1/completions/assemble"), &a);
+    }
+
     // A body that does not arrive in time: 408 (read on a raw connection, since the client
     // is still "sending").
     {
@@ -720,7 +787,7 @@ async fn live_responses_match_the_spec() {
     cfg.auth.tokens = vec!["t".to_owned()];
     cfg.auth.protect_metrics = true;
     let s = Served::start(cfg).await;
-    let routes: [(&str, &str, &str, Body<'_>); 5] = [
+    let routes: [(&str, &str, &str, Body<'_>); 6] = [
         ("GET", "/v1/tools", "/v1/tools", None),
         ("GET", "/v1/schemas", "/v1/schemas?provider=gemini", None),
         ("GET", "/metrics", "/metrics", None),
@@ -735,6 +802,14 @@ async fn live_responses_match_the_spec() {
             "/v1/tools/{name}/call",
             "/v1/tools/echo_text/call",
             json_body(&json!({"arguments": {"text": "a"}})),
+        ),
+        (
+            "POST",
+            "/v1/completions/assemble",
+            "/v1/completions/assemble",
+            json_body(
+                &json!({"completion_stream": [{"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}]}),
+            ),
         ),
     ];
     for (method, template, path, body) in routes {
@@ -767,6 +842,11 @@ async fn live_responses_match_the_spec() {
             "/v1/tools/echo_text/call",
             "/v1/tools/{name}/call",
             json!({"arguments": {"text": "a"}}),
+        ),
+        (
+            "/v1/completions/assemble",
+            "/v1/completions/assemble",
+            json!({"completion_stream": []}),
         ),
     ] {
         let a = send(&s, "POST", path, &[], json_body(&body)).await;
