@@ -1312,3 +1312,112 @@ async fn an_undeclared_mistral_stream_is_recognised_by_its_markers() {
         .await;
     assert_eq!(answer["provider"], "openai_chat");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bedrock's binary event stream through the live API.
+
+/// CRC-32 (IEEE), bit by bit: the test's own, independent of the decoder's table.
+fn crc32_ieee(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for b in bytes {
+        crc ^= u32::from(*b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// One `application/vnd.amazon.eventstream` frame of a ConverseStream event, as AWS sends it
+/// (string headers, the JSON payload with its `"p"` padding key).
+fn eventstream_frame(event_type: &str, mut payload: Value) -> Vec<u8> {
+    payload["p"] = json!("abcdefghij");
+    let payload = payload.to_string();
+    let mut headers = Vec::new();
+    for (name, value) in [
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ] {
+        headers.push(u8::try_from(name.len()).unwrap());
+        headers.extend_from_slice(name.as_bytes());
+        headers.push(7);
+        headers.extend_from_slice(&u16::try_from(value.len()).unwrap().to_be_bytes());
+        headers.extend_from_slice(value.as_bytes());
+    }
+    let total = u32::try_from(16 + headers.len() + payload.len()).unwrap();
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&total.to_be_bytes());
+    frame.extend_from_slice(&u32::try_from(headers.len()).unwrap().to_be_bytes());
+    let prelude_crc = crc32_ieee(&frame);
+    frame.extend_from_slice(&prelude_crc.to_be_bytes());
+    frame.extend_from_slice(&headers);
+    frame.extend_from_slice(payload.as_bytes());
+    let crc = crc32_ieee(&frame);
+    frame.extend_from_slice(&crc.to_be_bytes());
+    frame
+}
+
+#[tokio::test]
+async fn a_raw_bedrock_event_stream_answers_like_the_converse_body() {
+    use base64::Engine as _;
+    let tools = echo_tools();
+    let server = Served::start_dir_without_replay(tools.path()).await;
+    let events = [
+        ("messageStart", json!({"role": "assistant"})),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "Checking."}}),
+        ),
+        ("contentBlockStop", json!({"contentBlockIndex": 0})),
+        (
+            "contentBlockStart",
+            json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather"}}}),
+        ),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "{\"city\":"}}}),
+        ),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "\"Paris\"}"}}}),
+        ),
+        ("contentBlockStop", json!({"contentBlockIndex": 1})),
+        ("messageStop", json!({"stopReason": "tool_use"})),
+    ];
+    let bytes: Vec<u8> = events
+        .iter()
+        .flat_map(|(ty, payload)| eventstream_frame(ty, payload.clone()))
+        .collect();
+    let raw = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let body = json!({"output": {"message": {"role": "assistant", "content": [
+        {"text": "Checking."},
+        {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}}]}},
+        "stopReason": "tool_use"});
+    let (status, plain) = server
+        .post_json("/v1/execute", &json!({"provider": "bedrock", "completion": body}))
+        .await;
+    assert_eq!(status, 200, "{plain}");
+    for request in [
+        json!({"provider": "bedrock", "completion_stream": raw}),
+        json!({"completion_stream": raw}),
+    ] {
+        let (status, streamed) = server.post_json("/v1/execute", &request).await;
+        assert_eq!(status, 200, "{streamed}");
+        assert_eq!(stable(&streamed), stable(&plain));
+        assert_eq!(streamed["completion"]["output"], body["output"]);
+    }
+    // A flipped byte breaks a CRC: a 422 naming the wire format, nothing runs.
+    let mut broken = bytes.clone();
+    broken[20] ^= 0xff;
+    let raw = base64::engine::general_purpose::STANDARD.encode(&broken);
+    let (status, answer) = server
+        .post_json("/v1/execute", &json!({"provider": "bedrock", "completion_stream": raw}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_stream");
+}
