@@ -59,37 +59,43 @@ pub struct ArgumentRules {
 }
 
 impl Tool {
-    /// The part of `state` this tool can see: an object holding only the values at
-    /// [`Tool::state_paths`] (`null` when it sees none, or none is present).
+    /// The part of `state` this tool can see (see [`project_state`]).
     pub fn visible_state(&self, state: &Value) -> Value {
-        let mut out = Value::Null;
-        for path in &self.state_paths {
-            let mut cur = state;
-            let mut found = true;
-            for key in path {
-                match cur.get(key) {
-                    Some(v) => cur = v,
-                    None => {
-                        found = false;
-                        break;
-                    }
-                }
-            }
-            if !found {
-                continue;
-            }
-            let mut slot = &mut out;
-            for key in path {
-                if !slot.is_object() {
-                    *slot = Value::Object(serde_json::Map::new());
-                }
-                let Value::Object(map) = slot else { break };
-                slot = map.entry(key.clone()).or_insert(Value::Null);
-            }
-            *slot = cur.clone();
-        }
-        out
+        project_state(&self.state_paths, state)
     }
+}
+
+/// The values at `paths` of `state`, each at its own place in an object (always an object; a
+/// path missing from `state` is left out). What a tool may see of the request state: its
+/// replay scope and its stdin envelope both use it, so the two can never disagree.
+pub fn project_state(paths: &[Vec<String>], state: &Value) -> Value {
+    let mut out = Value::Object(serde_json::Map::new());
+    for path in paths {
+        let mut cur = state;
+        let mut found = true;
+        for key in path {
+            match cur.get(key) {
+                Some(v) => cur = v,
+                None => {
+                    found = false;
+                    break;
+                }
+            }
+        }
+        if !found {
+            continue;
+        }
+        let mut slot = &mut out;
+        for key in path {
+            if !slot.is_object() {
+                *slot = Value::Object(serde_json::Map::new());
+            }
+            let Value::Object(map) = slot else { break };
+            slot = map.entry(key.clone()).or_insert(Value::Null);
+        }
+        *slot = cur.clone();
+    }
+    out
 }
 
 /// How a tool's calls are run, with every default applied.

@@ -337,32 +337,7 @@ fn leading_placeholder(t: &Template, attempt: &Attempt<'_>) -> Option<String> {
 /// `{state.…}` placeholders), each at its own place; a path missing from the request state is
 /// left out. Always an object.
 fn requested_state(spec: &ExecSpec, state: &Value) -> Value {
-    let mut out = Value::Object(serde_json::Map::new());
-    for path in &spec.state_paths {
-        let mut cur = state;
-        let mut found = true;
-        for key in path {
-            match cur.get(key) {
-                Some(v) => cur = v,
-                None => {
-                    found = false;
-                    break;
-                }
-            }
-        }
-        if !found {
-            continue;
-        }
-        let mut slot = &mut out;
-        for key in path {
-            let Value::Object(map) = slot else { break };
-            slot = map
-                .entry(key.clone())
-                .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        }
-        *slot = cur.clone();
-    }
-    out
+    crate::tool::project_state(&spec.state_paths, state)
 }
 
 /// The JSON written to stdin with `stdin = "json"`.
