@@ -35,14 +35,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         }
         // A declared length over the limit is refused from the head alone, before any of the
         // body is read (the stream limit below still covers chunked bodies and lying lengths).
-        let declared = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|n| n > limit as u64) {
-            return Err(ApiError::PayloadTooLarge { limit });
-        }
+        check_declared_length(req.headers(), limit)?;
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge { limit }
@@ -52,6 +45,19 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         })?;
         parse(&bytes).map(ApiJson)
     }
+}
+
+/// The body's declared `Content-Length`, refused with 413 from the head alone when it is over
+/// `limit` (reading still enforces the limit for chunked bodies and lying lengths).
+pub(super) fn check_declared_length(headers: &axum::http::HeaderMap, limit: usize) -> Result<Option<u64>, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    Ok(declared)
 }
 
 /// Parses a body: syntax errors (including invalid UTF-8 and nesting past serde_json's

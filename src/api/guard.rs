@@ -93,14 +93,7 @@ pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) 
     use futures_util::StreamExt as _;
     let limit = state.config.limits.body_bytes;
     let timeout = state.config.limits.body_read_timeout.0;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::PayloadTooLarge { limit });
-    }
+    let declared = super::extract::check_declared_length(req.headers(), limit)?;
     let (parts, body) = req.into_parts();
     let read = async {
         let mut buf = bytes::BytesMut::with_capacity(declared.map_or(0, |n| n as usize));

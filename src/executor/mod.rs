@@ -238,32 +238,25 @@ impl Executor {
             1
         };
         let request_slots = Arc::new(Semaphore::new(width));
+        let cx = |index: usize, call| CallCtx {
+            registry,
+            batch,
+            call,
+            index,
+            deadline,
+            request_slots: &request_slots,
+        };
         if parallel {
-            let futs = batch.calls.iter().enumerate().map(|(index, call)| {
-                self.run_call(CallCtx {
-                    registry,
-                    batch,
-                    call,
-                    index,
-                    deadline,
-                    request_slots: &request_slots,
-                })
-            });
+            let futs = batch
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(index, call)| self.run_call(cx(index, call)));
             futures_util::future::join_all(futs).await
         } else {
             let mut out = Vec::with_capacity(batch.calls.len());
             for (index, call) in batch.calls.iter().enumerate() {
-                out.push(
-                    self.run_call(CallCtx {
-                        registry,
-                        batch,
-                        call,
-                        index,
-                        deadline,
-                        request_slots: &request_slots,
-                    })
-                    .await,
-                );
+                out.push(self.run_call(cx(index, call)).await);
             }
             out
         }
