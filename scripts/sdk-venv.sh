@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The Python venv of the SDK comparison test (stream_in::sdk_accumulators_agree): the official
-# openai and anthropic packages, pinned in tests/fixtures/stream/requirements.txt, in
-# .cache/sdk-venv. Reinstalled only when the pins change; `make test` runs this first.
+# The Python venv of the integration tests: the official openai/anthropic SDKs (stream assembly
+# comparison) and the official MCP SDK + mcp-server-time (MCP peers), pinned in
+# tests/fixtures/requirements.txt, in .cache/sdk-venv. Reinstalled only when the pins change;
+# `make test` runs this first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-req=tests/fixtures/stream/requirements.txt
+req=tests/fixtures/requirements.txt
 if cmp -s "$req" .cache/sdk-venv/requirements.txt 2>/dev/null; then
   exit 0
 fi

@@ -1079,7 +1079,7 @@ fn cli_assemble_and_execute_read_streams() {
 
 // ---------------------------------------------------------------------------------------------
 // The official SDKs' accumulators (PyPI `openai`, `anthropic`, pinned in
-// tests/fixtures/stream/requirements.txt, installed by .ci/run into .cache/sdk-venv) fed the
+// tests/fixtures/requirements.txt, installed by .ci/run into .cache/sdk-venv) fed the
 // same raw SSE text through httpx's MockTransport (scripts/sdk_accumulate.py).
 
 /// What both sides may differ in without meaning anything: null fields (the SDK's models fill
