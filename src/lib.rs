@@ -28,6 +28,8 @@
 //!   with its exec shim and reaper), egress policy, TLS clients, files.
 //! - [`store`]: the claim store behind replay and `Idempotency-Key` (in memory by default).
 //! - [`redact`]: masking of secrets (and their encoded forms) in outputs, errors and logs.
+//! - [`mcp`]: toolwire's tools served over MCP (the `/mcp` route's handler, `toolwire mcp`),
+//!   with the `rmcp` SDK kept behind it.
 //! - [`api`]: the router, thin handlers, auth/body/shedding guards, streaming answers, errors.
 //! - [`server`], [`shutdown`], [`telemetry`], [`health`]: serving with limits and drain,
 //!   signals, logs and metrics, the `toolwire health` probe.
@@ -43,6 +45,7 @@ pub mod cli;
 pub mod config;
 pub mod executor;
 pub mod health;
+pub mod mcp;
 pub mod provider;
 pub mod redact;
 pub mod registry;

@@ -339,8 +339,21 @@ pub async fn run_with_events(
 
 /// Runs one tool directly (no provider): the engine behind `POST /v1/tools/{name}/call`.
 pub async fn call_tool(ctx: Context<'_>, name: &str, arguments: Option<&Value>, state: &Value) -> ToolResult {
+    call_tool_with_id(ctx, None, name, arguments, state).await
+}
+
+/// [`call_tool`] with a call id: a repeat with the same id (and tool, arguments, principal and
+/// visible state) is answered from the replay store, as a repeated provider call id is. MCP
+/// clients name their calls this way (`_meta.toolwire/call_id`).
+pub async fn call_tool_with_id(
+    ctx: Context<'_>,
+    id: Option<String>,
+    name: &str,
+    arguments: Option<&Value>,
+    state: &Value,
+) -> ToolResult {
     let calls = [ToolCall {
-        id: None,
+        id,
         name: name.to_owned(),
         arguments: Arguments::from_value(arguments),
     }];

@@ -5,6 +5,7 @@ pub mod extract;
 pub mod guard;
 mod handlers;
 pub mod idempotency;
+mod mcp;
 mod observe;
 pub mod stream;
 
@@ -84,6 +85,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/completions/assemble"),
     ("POST", "/v1/tools/{name}/call"),
     ("GET", "/metrics"),
+    ("POST", "/mcp"),
 ];
 
 /// The router with every route and the error fallbacks.
@@ -106,17 +108,40 @@ pub fn router(state: AppState) -> Router {
     if state.config.auth.protect_metrics {
         metrics = metrics.layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
     }
-    Router::new()
+    let mut app = Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .merge(work)
         .merge(read)
-        .merge(metrics)
-        .fallback(not_found)
+        .merge(metrics);
+    if state.config.mcp_server.enabled {
+        app = app.merge(mcp_routes(&state));
+    }
+    app.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn(observe::observe))
         .with_state(state)
+}
+
+/// `/mcp` (`docs/mcp-server.md`): the MCP handler over the live registry and the same executor,
+/// behind the work routes' guards. Outermost first: authenticate, read the body within its
+/// limits, check it is one JSON-RPC message, then take a work slot.
+fn mcp_routes(state: &AppState) -> Router<AppState> {
+    let engine = Arc::new(crate::mcp::server::Engine {
+        registry: Arc::clone(&state.registry),
+        executor: Arc::clone(&state.executor),
+        cancel: state.cancel.clone(),
+        slots: None,
+        default_state: serde_json::Value::Null,
+    });
+    let route = crate::mcp::server::http_route(engine, &state.config.mcp_server, state.config.limits.body_bytes);
+    Router::new()
+        .route("/mcp", route)
+        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load))
+        .layer(middleware::from_fn(mcp::check_message))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::read_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

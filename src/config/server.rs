@@ -38,6 +38,23 @@ pub struct ServerConfig {
     pub breaker: BreakerConfig,
     pub replay: ReplayConfig,
     pub shutdown: ShutdownConfig,
+    pub mcp_server: McpServerConfig,
+}
+
+/// `POST /mcp`: the tools served to MCP clients (`docs/mcp-server.md`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Serve `/mcp` at all (`toolwire mcp` over stdio is unaffected).
+    pub enabled: bool,
+    /// `Host` values accepted on `/mcp` (hostnames, or `host:port`); `["*"]` accepts any. The
+    /// default (loopback names only) defeats DNS rebinding against a server on a developer's
+    /// machine; a deployed server lists the names clients use to reach it.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`scheme://host[:port|:*]`) whose requests are accepted; a request
+    /// carrying any other `Origin` is refused with 403. Requests without `Origin` (desktop and
+    /// server-side clients) are not affected.
+    pub allowed_origins: Vec<String>,
 }
 
 /// Replay-safe execution.
@@ -290,6 +307,17 @@ impl ServerConfig {
         }
         if let Err(e) = self.check_exposure() {
             problems.push(e.to_string());
+        }
+        if self.mcp_server.allowed_hosts.is_empty() {
+            problems
+                .push("mcp_server.allowed_hosts must not be empty; use [\"*\"] to accept any Host header".to_owned());
+        }
+        for origin in &self.mcp_server.allowed_origins {
+            if origin != "null" && !origin.contains("://") {
+                problems.push(format!(
+                    "mcp_server.allowed_origins: `{origin}` has no scheme (e.g. \"https://app.example.com:443\")"
+                ));
+            }
         }
         for cidr in self.egress.deny.iter().chain(&self.egress.allow) {
             if cidr.parse::<ipnet::IpNet>().is_err() {
