@@ -25,6 +25,11 @@ pub enum Command {
     ///
     /// Example: toolwire serve --config config/toolwire.toml --tools-dir tools.d
     Serve(ServeArgs),
+    /// Serve the tools to an MCP client over stdin/stdout (the MCP stdio transport), for
+    /// desktop hosts that launch their servers. Logs go to stderr only.
+    ///
+    /// Example: toolwire mcp --tools-dir tools.d
+    Mcp(McpArgs),
     /// Validate the server config and every tool file; print the tools, or every problem.
     ///
     /// Exits 1 when any error is found. Warnings (vague descriptions, undocumented parameters)
@@ -181,6 +186,20 @@ pub struct ServeArgs {
     /// Log format. Overrides `log_format`.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+}
+
+/// `toolwire mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Log format (on stderr). Overrides `log_format`.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Request state (a JSON object) for calls whose `_meta` carries no `toolwire/state`: fills
+    /// injected parameters for hosts that cannot send `_meta`.
+    #[arg(long)]
+    pub state: Option<String>,
 }
 
 /// `toolwire check`.

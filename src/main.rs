@@ -186,18 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 config.log_format = format;
             }
             telemetry::init(&config.log, config.log_format);
-            let registry = match Registry::load(&config.tools_dir, &config.defaults) {
-                Ok(r) => r,
-                Err(diagnostics) => {
-                    for d in diagnostics.iter().filter(|d| d.is_error()) {
-                        eprintln!("{d}");
-                    }
-                    anyhow::bail!(
-                        "the tools in {} are invalid (run `toolwire check`)",
-                        config.tools_dir.display()
-                    );
-                }
-            };
+            let registry = load_registry(&config)?;
             for w in &registry.warnings {
                 tracing::warn!(%w, "Tool definition warning.");
             }
@@ -206,13 +195,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let listener = server::bind(config.listen, config.listen_backlog)
                     .with_context(|| format!("binding {}", config.listen))?;
                 let addr = listener.local_addr()?;
-                // Owned here and by the executor; its sweeping task stops with the runtime.
-                let reaper = Reaper::start();
-                tracing::debug!(subreaper = reaper.is_some(), "Subprocess reaper started.");
-                let shim = exec_shim();
-                let executor = Executor::new(&config)?.with_exec_shim(shim).with_reaper(reaper);
-                tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
-                let state = AppState::new(config, registry, executor);
+                let tools = registry.len();
+                let version = registry.version.clone();
+                let state = start_state(config, registry)?;
+                tracing::info!(%addr, tools, %version, "Listening.");
                 // Stops with the runtime when `serve` returns.
                 let _reloader = toolwire::reload::spawn(state.reloader.clone());
                 server::serve(listener, state, shutdown::signal())
@@ -221,7 +207,56 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Mcp(args) => {
+            non_dumpable()?;
+            let mut config = load_config(&args.config)?;
+            if let Some(format) = args.log_format {
+                config.log_format = format;
+            }
+            // stdout carries the protocol: logs (and load errors) go to stderr only.
+            telemetry::init(&config.log, config.log_format);
+            let default_state = parse_state(args.state.as_deref())?;
+            let registry = load_registry(&config)?;
+            for w in &registry.warnings {
+                tracing::warn!(%w, "Tool definition warning.");
+            }
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(async move {
+                let tools = registry.len();
+                let version = registry.version.clone();
+                let max_line = config.limits.body_bytes;
+                let state = start_state(config, registry)?;
+                let _reloader = toolwire::reload::spawn(state.reloader.clone());
+                let engine = std::sync::Arc::new(toolwire::mcp::server::Engine {
+                    registry: std::sync::Arc::clone(&state.registry),
+                    executor: std::sync::Arc::clone(&state.executor),
+                    cancel: state.cancel.clone(),
+                    slots: Some(std::sync::Arc::clone(&state.work_slots)),
+                    default_state,
+                });
+                tracing::info!(tools, %version, "Serving MCP over stdio.");
+                toolwire::mcp::server::serve_stdio(engine, max_line, shutdown::signal())
+                    .await
+                    .context("serving MCP over stdio")?;
+                tracing::info!("MCP client closed the connection.");
+                anyhow::Ok(())
+            })?;
+            // A read of stdin may still be pending on a blocking thread; do not wait for it.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// What `serve` and `mcp` share once the tools are loaded: the subprocess reaper, the exec
+/// shim, the executor and the API state around the registry. Called inside the runtime.
+fn start_state(config: ServerConfig, registry: Registry) -> anyhow::Result<AppState> {
+    // Owned here and by the executor; its sweeping task stops with the runtime.
+    let reaper = Reaper::start();
+    tracing::debug!(subreaper = reaper.is_some(), "Subprocess reaper started.");
+    let shim = exec_shim();
+    let executor = Executor::new(&config)?.with_exec_shim(shim).with_reaper(reaper);
+    Ok(AppState::new(config, registry, executor))
 }
 
 /// Called before any secret is read by the commands that run tools: a non-dumpable process's
