@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use serde_json::{Value, json};
 
+use super::ApiError;
 use super::guard::Principal;
 use crate::mcp::server::Caller;
 
@@ -17,6 +18,8 @@ use crate::mcp::server::Caller;
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC "invalid request".
 const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "internal error".
+const INTERNAL_ERROR: i64 = -32603;
 
 /// Passes the caller's principal to the MCP handler and refuses, with a JSON-RPC error and
 /// `400`, a POST body that is not JSON or not a single JSON-RPC 2.0 message. Runs after the
@@ -26,7 +29,15 @@ pub(super) async fn check_message(principal: Option<Extension<Principal>>, req: 
     let (mut parts, body) = req.into_parts();
     parts.extensions.insert(Caller(principal.0));
     if parts.method != Method::POST {
-        return next.run(Request::from_parts(parts, body)).await;
+        // Stateless: no GET stream, no session to DELETE. The API's one 405 shape.
+        let mut resp = ApiError::MethodNotAllowed {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_owned(),
+        }
+        .into_response();
+        resp.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        return resp;
     }
     // `read_body` has buffered the body already: this only takes the bytes back out.
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
@@ -37,7 +48,41 @@ pub(super) async fn check_message(principal: Option<Extension<Principal>>, req: 
         crate::telemetry::metrics::rejected("mcp_malformed");
         return rpc_error(code, &message);
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    as_rpc_error(next.run(Request::from_parts(parts, Body::from(bytes))).await).await
+}
+
+/// The SDK answers transport-level refusals (a `Host` or `Origin` not allowed → 403, a wrong
+/// `Accept` → 406, a wrong content type → 415, …) with a bare text line; such an answer is
+/// turned into a JSON-RPC error object with the same status and message, so every error of
+/// `/mcp` is JSON. JSON answers (JSON-RPC errors, the guards' errors) pass unchanged.
+async fn as_rpc_error(resp: Response) -> Response {
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    if resp.status().is_success() || is_json {
+        return resp;
+    }
+    let status = resp.status();
+    // These bodies are one short line; anything longer is cut, never buffered whole.
+    let text = match axum::body::to_bytes(resp.into_body(), 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let code = if status.is_server_error() {
+        INTERNAL_ERROR
+    } else {
+        INVALID_REQUEST
+    };
+    let mut out = rpc_error(code, &message);
+    *out.status_mut() = status;
+    out
 }
 
 /// Is `bytes` one JSON-RPC 2.0 message (request, notification or response)?

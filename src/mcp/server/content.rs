@@ -39,6 +39,12 @@ pub(super) fn to_mcp(result: &ToolResult, modern: bool) -> CallToolResult {
             blocks.extend(result.files.iter().map(file_block));
             let mut r = CallToolResult::success(blocks);
             r.structured_content = structured;
+            if result.replayed {
+                // Answered from the replay store (a repeated `toolwire/call_id`): nothing ran.
+                let mut meta = MetaObject::default();
+                meta.insert(super::REPLAYED_META_KEY.to_owned(), Value::Bool(true));
+                r.meta = Some(meta);
+            }
             r
         }
     }

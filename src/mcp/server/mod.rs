@@ -42,6 +42,9 @@ pub const CALL_ID_META_KEY: &str = "toolwire/call_id";
 /// `_meta` key of a failed result: `{kind, retryable}` as in `/v1/execute`'s `error`.
 pub const ERROR_META_KEY: &str = "toolwire/error";
 
+/// `_meta` key of a result answered from the replay store (`true`): nothing ran again.
+pub const REPLAYED_META_KEY: &str = "toolwire/replayed";
+
 /// Longest `toolwire/call_id` accepted, in bytes (it becomes part of a replay key).
 const MAX_CALL_ID_BYTES: usize = 256;
 
