@@ -869,7 +869,60 @@ async fn live_responses_match_the_spec() {
     assert_eq!(a.status, 503);
     c.check("GET", Some("/readyz"), &a);
 
+    mcp_responses_match_the_spec(&mut c, good).await;
     c.assert_all_statuses_seen();
+}
+
+/// `POST /mcp`: the SDK's answers and the guards' errors, against the spec.
+async fn mcp_responses_match_the_spec(c: &mut Checker<'_>, good: &Path) {
+    const ACCEPT: (&str, &str) = ("accept", "application/json, text/event-stream");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let mut cfg = config_for(good);
+    cfg.limits.body_bytes = 64 * 1024;
+    cfg.auth.tokens = vec!["mcp-contract-token-0123".to_owned()];
+    let s = Served::start(cfg).await;
+    let bearer = ("authorization", "Bearer mcp-contract-token-0123");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}});
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let big = json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"pad": "x".repeat(70_000)}});
+    for (headers, body, status) in [
+        (vec![ACCEPT, bearer], json_body(&init), 200),
+        (
+            vec![ACCEPT, bearer, ("mcp-protocol-version", "2025-06-18")],
+            json_body(&call),
+            200,
+        ),
+        (
+            vec![ACCEPT, bearer, ("mcp-protocol-version", "2025-06-18")],
+            json_body(&notification),
+            202,
+        ),
+        (vec![ACCEPT, bearer], Some(("application/json", b"{".to_vec())), 400),
+        (vec![ACCEPT], json_body(&init), 401),
+        (vec![ACCEPT, bearer, ("host", "evil.example")], json_body(&init), 403),
+        (vec![ACCEPT, bearer], json_body(&big), 413),
+    ] {
+        let a = send(&s, "POST", "/mcp", &headers, body).await;
+        assert_eq!(a.status, status, "POST /mcp {headers:?}: {}", a.body);
+        if status == 202 {
+            assert!(a.body.is_empty(), "{}", a.body);
+            c.seen.insert(("POST".into(), "/mcp".into(), "202".into()));
+            continue;
+        }
+        c.check("POST", Some("/mcp"), &a);
+    }
+    let a = send(&s, "GET", "/mcp", &[bearer], None).await;
+    assert_eq!(a.status, 405, "{}", a.body);
+    c.check("GET", None, &a);
+    s.stop().await;
+    let mut cfg = config_for(good);
+    cfg.limits.concurrent_requests = 0;
+    let s = Served::start(cfg).await;
+    let a = send(&s, "POST", "/mcp", &[ACCEPT], json_body(&init)).await;
+    assert_eq!(a.status, 503, "{}", a.body);
+    c.check("POST", Some("/mcp"), &a);
+    s.stop().await;
 }
 
 /// Sets every `duration_ms` to 0 and every tool-set `version` to a fixed value.

@@ -182,7 +182,7 @@ impl ServerHandler for ToolServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<McpTool> {
-        self.engine.registry.load().get(name).map(|t| mcp_tool(&t))
+        self.engine.registry.load().get(name).map(|t| mcp_tool(t))
     }
 
     async fn call_tool(
