@@ -551,3 +551,142 @@ async fn load_is_shed_and_the_route_can_be_turned_off() {
     assert_eq!(a.body["error"]["code"], "not_found");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn stdio_stdout_carries_only_protocol_messages_and_drops_oversized_ones() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mock = MockBackend::start().await;
+    let tools = tools(&mock);
+    let conf_dir = tempfile::tempdir().unwrap();
+    let config = conf_dir.path().join("toolwire.toml");
+    std::fs::write(&config, "[limits]\nbody_bytes = 4096\n").unwrap();
+    let mut child = tokio::process::Command::new(toolwire_bin())
+        .args(["mcp", "--log-format", "json", "--config"])
+        .arg(&config)
+        .arg("--tools-dir")
+        .arg(tools.path())
+        // Debug logs from every crate: none of them may reach stdout.
+        .env("RUST_LOG", "debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let oversized = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list", "params": {"pad": "x".repeat(8192)}});
+    let lines = [
+        INIT.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        oversized.to_string(),
+        LIST_LEGACY.to_owned(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"always_fail","arguments":{}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope"}}"#.to_owned(),
+        // The same message as the oversized one, under the limit: answered.
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"pad": "x".repeat(1024)}}).to_string(),
+    ];
+    for line in &lines {
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+    }
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = String::new();
+    // Answers come in any order; wait for ids 1–5, then close stdin.
+    let read = async {
+        let mut chunk = [0u8; 8192];
+        while !(1..=5).all(|id| seen.contains(&id)) {
+            let n = stdout.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "stdout closed early: {buf}");
+            buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            seen = buf
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter_map(|v| v["id"].as_i64())
+                .collect();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("answers to ids 1-5");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits when stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).await.unwrap();
+    buf.push_str(&rest);
+    let answers: Vec<Value> = buf
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON-RPC line ({e}): {l}")))
+        .collect();
+    for a in &answers {
+        assert_eq!(a["jsonrpc"], "2.0", "{a}");
+    }
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {buf}"))
+    };
+    assert!(
+        answers.iter().all(|a| a["id"] != 99),
+        "the oversized message was dropped: {buf}"
+    );
+    assert_eq!(by_id(2)["result"]["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(by_id(3)["result"]["isError"], true);
+    assert_eq!(by_id(4)["error"]["code"], -32602);
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains("Serving MCP over stdio."), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_cancelled_call_over_stdio_kills_its_process() {
+    use crate::common::proc_watch::{assert_all_gone, unique_marker, wait_for_marker};
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let marker = unique_marker("mcp-cancel");
+    // Far longer than the test waits: only the cancellation can end it in time.
+    let sleeper = merge(
+        exec_tool("sleep_long", &["sleep", "60000", &marker]),
+        json!({"timeout": "90s", "deadline": "90s"}),
+    );
+    let tools = ToolsDir::new(&[sleeper]);
+    let mut child = tokio::process::Command::new(toolwire_bin())
+        .args(["mcp", "--log-format", "json", "--tools-dir"])
+        .arg(tools.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |line: &str| {
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+    };
+    send(INIT).await;
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"sleep_long","arguments":{}}}"#).await;
+    let pids = wait_for_marker(&marker, Duration::from_secs(30)).await;
+    send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"test"}}"#).await;
+    assert_all_gone(&pids, Duration::from_secs(20)).await;
+    // The server goes on serving.
+    send(LIST_LEGACY).await;
+    let listed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let line = out.next_line().await.unwrap().expect("stdout open");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 2 {
+                return v;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(listed["result"]["tools"][0]["name"], "sleep_long");
+}
