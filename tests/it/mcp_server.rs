@@ -690,3 +690,83 @@ async fn a_cancelled_call_over_stdio_kills_its_process() {
     .unwrap();
     assert_eq!(listed["result"]["tools"][0]["name"], "sleep_long");
 }
+
+#[tokio::test]
+async fn files_come_back_as_image_audio_and_resource_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("report.py");
+    std::fs::write(
+        &script,
+        r#"import base64, json
+b = lambda raw: base64.b64encode(raw).decode()
+print(json.dumps({"content": {"rows": 2}, "files": [
+    {"filename": "chart.png", "mime_type": "image/png", "data": b(b"\x89PNG\r\n\x1a\n")},
+    {"filename": "hello.wav", "mime_type": "audio/wav", "data": b(b"RIFF")},
+    {"filename": "report.pdf", "mime_type": "application/pdf", "data": b(b"%PDF-1.4")},
+    {"filename": "notes.txt", "mime_type": "text/plain", "data": b(b"two rows")}]}))
+"#,
+    )
+    .unwrap();
+    let tool = json!({
+        "name": "make_report", "description": "Makes a report with a chart, a sound and a PDF.",
+        "parameters": {"type": "object"}, "timeout": "20s",
+        "exec": {"command": ["python3", script.to_str().unwrap()], "output": "json"},
+    });
+    let tools = ToolsDir::new(&[tool]);
+    let server = Served::start_dir(tools.path()).await;
+    let target = Target::Http {
+        url: format!("{}/mcp", server.base),
+        headers: &[],
+    };
+    let ops = json!([{"op": "call", "name": "make_report", "args": {}}]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = py_client(mode, &target, &ops).await;
+        let r = &out["results"][0];
+        assert_eq!(r["isError"], false, "{mode}: {out}");
+        assert_eq!(r["structuredContent"], json!({"rows": 2}), "{mode}: {out}");
+        let c = &r["content"];
+        assert_eq!(
+            c[1],
+            json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
+            "{out}"
+        );
+        assert_eq!(
+            c[2],
+            json!({"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}),
+            "{out}"
+        );
+        assert_eq!(c[3]["type"], "resource", "{out}");
+        assert_eq!(
+            c[3]["resource"],
+            json!({"uri": "toolwire://files/report.pdf", "mimeType": "application/pdf", "blob": "JVBERi0xLjQ="}),
+            "{out}"
+        );
+        assert_eq!(c[4]["resource"]["text"], "two rows", "{out}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_trickled_body_times_out_before_taking_a_slot() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mock = MockBackend::start().await;
+    let tools = tools(&mock);
+    let mut cfg = config_for(tools.path());
+    cfg.limits.body_read_timeout = toolwire::config::HumanDuration(Duration::from_millis(300));
+    let server = Served::start(cfg).await;
+    let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{{",
+        INIT.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), conn.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("body_timeout"), "{text}");
+    server.stop().await;
+}
