@@ -770,3 +770,73 @@ async fn a_trickled_body_times_out_before_taking_a_slot() {
     assert!(text.contains("body_timeout"), "{text}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn stdio_calls_past_the_concurrency_limit_are_rejected_not_queued() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let marker = crate::common::proc_watch::unique_marker("mcp-slots");
+    let sleeper = merge(
+        exec_tool("sleep_long", &["sleep", "60000", &marker]),
+        json!({"timeout": "90s", "deadline": "90s"}),
+    );
+    let tools = ToolsDir::new(&[sleeper]);
+    let conf_dir = tempfile::tempdir().unwrap();
+    let config = conf_dir.path().join("toolwire.toml");
+    std::fs::write(&config, "[limits]\nconcurrent_requests = 1\n").unwrap();
+    let mut child = tokio::process::Command::new(toolwire_bin())
+        .args(["mcp", "--log-format", "json", "--config"])
+        .arg(&config)
+        .arg("--tools-dir")
+        .arg(tools.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in [
+        INIT,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"sleep_long","arguments":{}}}"#,
+    ] {
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+    // The first call holds the only slot once its program runs.
+    let pids = crate::common::proc_watch::wait_for_marker(&marker, Duration::from_secs(30)).await;
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{\"name\":\"sleep_long\",\"arguments\":{}}}\n")
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let line = out.next_line().await.unwrap().expect("stdout open");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 11 {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("the second call is answered at once, not queued");
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    assert_eq!(
+        second["result"]["_meta"]["toolwire/error"]["kind"], "rejected",
+        "{second}"
+    );
+    assert_eq!(
+        crate::common::proc_watch::pids_with_arg(&marker),
+        pids,
+        "one program only"
+    );
+    // The host going away (stdin closed) ends the call still running: its program is killed
+    // and toolwire exits.
+    drop(stdin);
+    crate::common::proc_watch::assert_all_gone(&pids, Duration::from_secs(20)).await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits when stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

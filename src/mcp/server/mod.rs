@@ -212,8 +212,9 @@ impl ServerHandler for ToolServer {
             },
         };
         let principal = principal(&ctx);
-        // A client cancelling the request (notifications/cancelled, a closed stream) ends the
-        // call the same way a server shutdown does: process groups killed, result `rejected`.
+        // A client cancelling the request (`notifications/cancelled`, which the SDK turns into
+        // the request's token) ends the call the way a server shutdown does: the backend
+        // request dropped, process groups killed. The watcher ends with the call (drop guard).
         let cancel = self.engine.cancel.child_token();
         let _stop_watch = cancel.clone().drop_guard();
         {
