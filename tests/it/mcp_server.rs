@@ -483,6 +483,8 @@ async fn malformed_messages_and_oversized_bodies_get_clear_errors() {
         ("{\"id\":1,\"method\":\"tools/list\"}", -32600, "jsonrpc"),
         ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", -32600, "method"),
         ("\"just a string\"", -32600, "object"),
+        // Nesting far past serde_json's recursion limit: refused while parsing, bounded.
+        (&*"[".repeat(20_000), -32700, "recursion"),
     ] {
         let (a, text) = post_mcp(&server, &[], body.to_owned()).await;
         assert_eq!(a.status, 400, "{body}: {text}");
@@ -839,4 +841,43 @@ async fn stdio_calls_past_the_concurrency_limit_are_rejected_not_queued() {
         .expect("exits when stdin closes")
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn sigterm_ends_toolwire_mcp_and_its_running_calls() {
+    use tokio::io::AsyncWriteExt as _;
+    let marker = crate::common::proc_watch::unique_marker("mcp-term");
+    let sleeper = merge(
+        exec_tool("sleep_long", &["sleep", "60000", &marker]),
+        json!({"timeout": "90s", "deadline": "90s"}),
+    );
+    let tools = ToolsDir::new(&[sleeper]);
+    let mut child = tokio::process::Command::new(toolwire_bin())
+        .args(["mcp", "--log-format", "json", "--tools-dir"])
+        .arg(tools.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // stdin stays open: only the signal can end it.
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        INIT,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"sleep_long","arguments":{}}}"#,
+    ] {
+        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+    let pids = crate::common::proc_watch::wait_for_marker(&marker, Duration::from_secs(30)).await;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    crate::common::proc_watch::assert_all_gone(&pids, Duration::from_secs(20)).await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    drop(stdin);
 }
