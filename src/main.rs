@@ -238,7 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 toolwire::mcp::server::serve_stdio(engine, max_line, shutdown::signal())
                     .await
                     .context("serving MCP over stdio")?;
-                tracing::info!("MCP client closed the connection.");
+                tracing::info!("MCP session over stdio ended.");
                 anyhow::Ok(())
             })?;
             // A read of stdin may still be pending on a blocking thread; do not wait for it.
