@@ -110,7 +110,11 @@ where
         match store.claim(&scoped, &digest, wait_limit).await.map_err(unavailable)? {
             Claim::Mismatch => return Err(ApiError::IdempotencyKeyReused),
             Claim::Done(stored) => return Ok(Answer::Replayed(stored.0)),
-            Claim::InFlight(pending) => match store.wait(&scoped, &digest, pending, deadline).await.map_err(unavailable)? {
+            Claim::InFlight(pending) => match store
+                .wait(&scoped, &digest, pending, deadline)
+                .await
+                .map_err(unavailable)?
+            {
                 Waited::Done(stored) => return Ok(Answer::Replayed(stored.0)),
                 Waited::Released => {}
                 Waited::TimedOut => return Err(ApiError::Overloaded),

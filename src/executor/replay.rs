@@ -246,7 +246,9 @@ mod tests {
         use crate::store::Codec as _;
         let ok = Stored {
             outcome: Outcome::Ok(json!({"a": [1, "x", null], "b": {"c": true}})),
-            files: vec![ToolFile::try_new("chart.png", "image/png", bytes::Bytes::from_static(b"\x89PNG\0bin")).unwrap()],
+            files: vec![
+                ToolFile::try_new("chart.png", "image/png", bytes::Bytes::from_static(b"\x89PNG\0bin")).unwrap(),
+            ],
             truncated: true,
             attempts: 2,
         };

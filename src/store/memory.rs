@@ -240,7 +240,10 @@ mod tests {
             assert!(n <= 50 && bytes <= 20_000, "{n} entries, {bytes} bytes");
         }
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(matches!(s.claim_now("k999", ""), Claim::Fresh(_)), "expired after the TTL");
+        assert!(
+            matches!(s.claim_now("k999", ""), Claim::Fresh(_)),
+            "expired after the TTL"
+        );
     }
 
     #[test]

@@ -294,7 +294,8 @@ impl Health {
         Health {
             kind,
             connected: AtomicBool::new(kind == "memory"),
-            last_error: Mutex::new(None),
+            // Until the first command or probe answers, a shared store is not known to work.
+            last_error: Mutex::new((kind != "memory").then(|| "not connected yet".to_owned())),
             warn_interval,
             last_warned: Mutex::new(None),
         }
@@ -343,7 +344,11 @@ impl Health {
 }
 
 enum Backing {
-    Memory { ttl: Duration, max_entries: usize, max_bytes: usize },
+    Memory {
+        ttl: Duration,
+        max_entries: usize,
+        max_bytes: usize,
+    },
     Redis(Arc<self::redis::Shared>),
 }
 

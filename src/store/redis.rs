@@ -161,7 +161,10 @@ async fn probe(shared: Weak<Shared>) {
         let Some(s) = shared.upgrade() else { return };
         let mut con = s.manager.clone();
         let _ = s
-            .run("PING", async move { redis::cmd("PING").query_async::<()>(&mut con).await })
+            .run(
+                "PING",
+                async move { redis::cmd("PING").query_async::<()>(&mut con).await },
+            )
             .await;
     }
 }
@@ -294,7 +297,10 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
             .map_or(&[][..], |i| &running[i + 1..]);
         if payload.len() + fingerprint.len() + 2 > s.max_value_bytes {
             // Too large to keep: the caller has its value; duplicates run again.
-            tracing::debug!(bytes = payload.len(), "Result larger than store.max_value_bytes; not stored.");
+            tracing::debug!(
+                bytes = payload.len(),
+                "Result larger than store.max_value_bytes; not stored."
+            );
             return self.abandon(key, lease).await;
         }
         let mut done = Vec::with_capacity(1 + fingerprint.len() + 1 + payload.len());
@@ -369,7 +375,9 @@ mod tests {
         assert!(
             matches!(parse(b"Dfp\n{\"x\":1}"), Some(Held::Done { fingerprint, payload }) if fingerprint == b"fp" && payload == b"{\"x\":1}")
         );
-        assert!(matches!(parse(b"D\npayload\nwith newline"), Some(Held::Done { fingerprint, payload }) if fingerprint.is_empty() && payload == b"payload\nwith newline"));
+        assert!(
+            matches!(parse(b"D\npayload\nwith newline"), Some(Held::Done { fingerprint, payload }) if fingerprint.is_empty() && payload == b"payload\nwith newline")
+        );
         assert!(parse(b"").is_none());
         assert!(parse(b"Xjunk").is_none());
         assert!(parse(b"Rno-colon").is_none());
@@ -379,7 +387,10 @@ mod tests {
     fn passwords_are_scrubbed_raw_and_decoded() {
         let p = password_of("redis://user:p%40ss@host:6379/0");
         assert_eq!(p.as_deref(), Some("p%40ss"));
-        assert_eq!(scrub("auth p@ss failed; p%40ss".into(), p.as_deref()), "auth *** failed; ***");
+        assert_eq!(
+            scrub("auth p@ss failed; p%40ss".into(), p.as_deref()),
+            "auth *** failed; ***"
+        );
         assert_eq!(password_of("redis://host:6379"), None);
         assert_eq!(password_of("redis://:only@host").as_deref(), Some("only"));
     }
