@@ -284,6 +284,8 @@ impl Namespace {
 pub struct Health {
     kind: &'static str,
     connected: AtomicBool,
+    /// The outage has been logged (once per outage, including one at start).
+    logged_down: AtomicBool,
     last_error: Mutex<Option<String>>,
     warn_interval: Duration,
     last_warned: Mutex<Option<Instant>>,
@@ -294,6 +296,7 @@ impl Health {
         Health {
             kind,
             connected: AtomicBool::new(kind == "memory"),
+            logged_down: AtomicBool::new(false),
             // Until the first command or probe answers, a shared store is not known to work.
             last_error: Mutex::new((kind != "memory").then(|| "not connected yet".to_owned())),
             warn_interval,
@@ -303,13 +306,15 @@ impl Health {
 
     pub(crate) fn ok(&self) {
         if !self.connected.swap(true, Ordering::Relaxed) && self.kind != "memory" {
+            self.logged_down.store(false, Ordering::Relaxed);
             tracing::info!(store = self.kind, "The shared store is reachable.");
         }
     }
 
     pub(crate) fn failed(&self, error: &str) {
-        if self.connected.swap(false, Ordering::Relaxed) {
-            tracing::warn!(store = self.kind, error, "The shared store is unreachable.");
+        self.connected.store(false, Ordering::Relaxed);
+        if !self.logged_down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(store = self.kind, error, "The shared store is unreachable; reconnecting in the background.");
         }
         *self.last_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_owned());
     }
