@@ -314,7 +314,11 @@ impl Health {
     pub(crate) fn failed(&self, error: &str) {
         self.connected.store(false, Ordering::Relaxed);
         if !self.logged_down.swap(true, Ordering::Relaxed) {
-            tracing::warn!(store = self.kind, error, "The shared store is unreachable; reconnecting in the background.");
+            tracing::warn!(
+                store = self.kind,
+                error,
+                "The shared store is unreachable; reconnecting in the background."
+            );
         }
         *self.last_error.lock().unwrap_or_else(PoisonError::into_inner) = Some(error.to_owned());
     }

@@ -260,7 +260,11 @@ async fn redis_down_at_start_then_up_without_restarting_toolwire() {
     let (s, r) = server.post_json("/v1/execute", &read).await;
     assert_eq!(s, 200);
     assert!(r["results"][0].get("error").is_none(), "idempotent tools run: {r}");
-    assert!(bypassed() > before);
+    let (_, r) = server.post_json("/v1/execute", &read).await;
+    assert!(r["results"][0].get("error").is_none(), "{r}");
+    assert_eq!(bypassed(), before + 2, "every bypass is counted");
+    let warned = crate::common::logs::all().matches("run without deduplication").count();
+    assert_eq!(warned, 1, "warned once per store.warn_interval, not per call");
     let write = completion(&[("toolu_w", "create_order", json!({"item": "cup"}))]);
     let (_, w) = server.post_json("/v1/execute", &write).await;
     assert_eq!(w["results"][0]["error"]["kind"], "store_unavailable", "{w}");

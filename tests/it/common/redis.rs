@@ -107,7 +107,13 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {}: {e}. The shared-store tests need a real redis-server: \
+                     `apt-get install -y redis-server` (CI's .ci/run does).",
+                    redis_server_bin().display()
+                )
+            });
         self.child = Some(child);
         let started = Instant::now();
         while !self.pings() {
