@@ -19,6 +19,9 @@
 # and shows a call run on replica A replayed by replica B, an Idempotency-Key honoured across
 # them, and stored results surviving a restart of the Redis container (docs/scale.md).
 #
+# COMPOSE_TEST_PROFILE=debug packages a debug build (stripped) instead of a release build, for
+# machines where a release build does not fit the budget.
+#
 # Environment: TOOLWIRE_PORT (host port, default 8080, a free one when 8080 is taken and the
 # variable is unset; the scale variant picks two free ports), COMPOSE_TEST_BUDGET, COMPOSE_TEST_KEEP_ENGINE=1 (leave a started dockerd
 # running), DOCKER_BUILDKIT (default 0: Debian's engine 20.10 has no buildx).
@@ -184,10 +187,21 @@ else
 fi
 
 # --- 3. binary and images ---------------------------------------------------------------------
-run 600 "cargo build --release --locked --bin toolwire" cargo build --release --locked --bin toolwire
+PROFILE=${COMPOSE_TEST_PROFILE:-release}
+case $PROFILE in
+  release) run 600 "cargo build --release --locked --bin toolwire" cargo build --release --locked --bin toolwire ;;
+  debug) run 600 "cargo build --locked --bin toolwire (debug profile)" cargo build --locked --bin toolwire ;;
+  *) die "COMPOSE_TEST_PROFILE must be release or debug" ;;
+esac
 target_dir=$(timeout 60 cargo metadata --format-version 1 --no-deps --locked \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-if [[ $(realpath "$target_dir/release/toolwire") != $(realpath -m "$ROOT/target/release/toolwire") ]]; then
+if [[ $PROFILE == debug ]]; then
+  # The Dockerfile packages target/release/toolwire; a debug build (a machine too busy for a
+  # release build) goes there stripped of its debug info, and the summary says so.
+  mkdir -p "$ROOT/target/release"
+  objcopy --strip-debug "$target_dir/debug/toolwire" "$ROOT/target/release/toolwire"
+  SUMMARY+=("binary: debug profile (COMPOSE_TEST_PROFILE=debug), debug info stripped")
+elif [[ $(realpath "$target_dir/release/toolwire") != $(realpath -m "$ROOT/target/release/toolwire") ]]; then
   # CARGO_TARGET_DIR points elsewhere: the Dockerfile takes the binary from the context.
   install -D -m 0755 "$target_dir/release/toolwire" "$ROOT/target/release/toolwire"
 fi

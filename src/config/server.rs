@@ -75,7 +75,7 @@ pub struct StoreConfig {
 impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
-            .field("url", &crate::store::redacted_url(&self.url))
+            .field("url", &redacted_url(&self.url))
             .field("prefix", &self.prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("command_timeout", &self.command_timeout)
@@ -83,6 +83,20 @@ impl std::fmt::Debug for StoreConfig {
             .field("warn_interval", &self.warn_interval)
             .finish()
     }
+}
+
+/// A store URL fit for logs and `Debug`: scheme, host, port and database, never the user or
+/// password.
+pub fn redacted_url(url: &str) -> String {
+    if url.is_empty() {
+        return String::new();
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(invalid url)".to_owned();
+    };
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let host = host.split(['?', '#']).next().unwrap_or_default();
+    format!("{scheme}://{host}")
 }
 
 /// Bearer-token auth.
@@ -436,6 +450,17 @@ mod tests {
         let keys = known_keys();
         assert!(keys.contains(&"listen".to_owned()));
         assert!(keys.contains(&"defaults.retry.max_attempts".to_owned()));
+    }
+
+    #[test]
+    fn redacted_urls_keep_the_host_only() {
+        assert_eq!(redacted_url("redis://:s3cret@redis:6379/0"), "redis://redis:6379/0");
+        assert_eq!(
+            redacted_url("rediss://user:p%40ss@cache.example:6380/2?protocol=resp3"),
+            "rediss://cache.example:6380/2"
+        );
+        assert_eq!(redacted_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redacted_url("nonsense"), "(invalid url)");
     }
 
     #[test]

@@ -412,20 +412,6 @@ impl Stores {
     }
 }
 
-/// A store URL fit for logs and `Debug`: scheme, host, port and database, never the user or
-/// password.
-pub fn redacted_url(url: &str) -> String {
-    if url.is_empty() {
-        return String::new();
-    }
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(invalid url)".to_owned();
-    };
-    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    let host = host.split(['?', '#']).next().unwrap_or_default();
-    format!("{scheme}://{host}")
-}
-
 /// Lower-case hex of a digest.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -434,20 +420,4 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacted_urls_keep_the_host_only() {
-        assert_eq!(redacted_url("redis://:s3cret@redis:6379/0"), "redis://redis:6379/0");
-        assert_eq!(
-            redacted_url("rediss://user:p%40ss@cache.example:6380/2?protocol=resp3"),
-            "rediss://cache.example:6380/2"
-        );
-        assert_eq!(redacted_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redacted_url("nonsense"), "(invalid url)");
-    }
 }

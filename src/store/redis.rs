@@ -90,7 +90,7 @@ impl Shared {
         let client = redis::Client::open(cfg.url.as_str()).map_err(|e| {
             StoreError::Unavailable(format!(
                 "store.url {} is not usable: {}",
-                super::redacted_url(&cfg.url),
+                crate::config::server::redacted_url(&cfg.url),
                 scrub(e.to_string())
             ))
         })?;
@@ -121,7 +121,7 @@ impl Shared {
             complete: redis::Script::new(COMPLETE),
             abandon: redis::Script::new(ABANDON),
         });
-        tracing::info!(url = %super::redacted_url(&cfg.url), prefix = %cfg.prefix, "Replay and Idempotency-Key store: Redis.");
+        tracing::info!(url = %crate::config::server::redacted_url(&cfg.url), prefix = %cfg.prefix, "Replay and Idempotency-Key store: Redis.");
         tokio::spawn(probe(Arc::downgrade(&shared)));
         Ok(shared)
     }
