@@ -280,6 +280,9 @@ impl Namespace {
     }
 }
 
+/// `last_error` of a shared store before its first answer (not a failure: cleared by it).
+const NOT_YET: &str = "not connected yet";
+
 /// What `/readyz` shows of the store, and the once-per-interval warning of bypassed calls.
 pub struct Health {
     kind: &'static str,
@@ -298,7 +301,7 @@ impl Health {
             connected: AtomicBool::new(kind == "memory"),
             logged_down: AtomicBool::new(false),
             // Until the first command or probe answers, a shared store is not known to work.
-            last_error: Mutex::new((kind != "memory").then(|| "not connected yet".to_owned())),
+            last_error: Mutex::new((kind != "memory").then(|| NOT_YET.to_owned())),
             warn_interval,
             last_warned: Mutex::new(None),
         }
@@ -307,6 +310,11 @@ impl Health {
     pub(crate) fn ok(&self) {
         if !self.connected.swap(true, Ordering::Relaxed) && self.kind != "memory" {
             self.logged_down.store(false, Ordering::Relaxed);
+            let mut last = self.last_error.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.as_deref() == Some(NOT_YET) {
+                *last = None;
+            }
+            drop(last);
             tracing::info!(store = self.kind, "The shared store is reachable.");
         }
     }

@@ -109,6 +109,11 @@ fn bypassed() -> u64 {
 async fn two_replicas_replay_each_others_results() {
     let redis = RedisServer::start();
     let (mock, _dir, a, b) = two_replicas(&redis).await;
+    let ready = wait_store_connected(&a, true).await;
+    assert_eq!(
+        ready["store"],
+        json!({"kind": "redis", "connected": true, "last_error": null})
+    );
     let body = completion(&[
         ("toolu_1", "create_order", json!({"item": "book"})),
         ("toolu_2", "create_order", json!({"item": "pen"})),
@@ -277,7 +282,12 @@ async fn redis_down_at_start_then_up_without_restarting_toolwire() {
     assert!(!metrics.body.to_string().contains(PASSWORD));
 
     let _redis = RedisServer::start_on(port, false, Some(PASSWORD));
-    wait_store_connected(&server, true).await;
+    let up = wait_store_connected(&server, true).await;
+    let last = up["store"]["last_error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        last.contains("refused") && !last.contains(PASSWORD),
+        "the last failure is kept: {up}"
+    );
     let (_, w) = server.post_json("/v1/execute", &write).await;
     assert!(w["results"][0].get("error").is_none(), "{w}");
     assert_eq!(mock.count("/ok/orders"), 1);
