@@ -69,6 +69,9 @@ pub struct StoreConfig {
     pub max_value_bytes: usize,
     /// At most one warning per interval while calls run without deduplication.
     pub warn_interval: HumanDuration,
+    /// PEM CA certificates trusted for a `rediss://` URL instead of the bundled public roots
+    /// (a Redis with a private CA); empty: the bundled roots.
+    pub ca_file: PathBuf,
 }
 
 /// The URL may carry a password: never printed, not even by `{:?}`.
@@ -81,6 +84,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("command_timeout", &self.command_timeout)
             .field("max_value_bytes", &self.max_value_bytes)
             .field("warn_interval", &self.warn_interval)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -358,6 +362,9 @@ impl ServerConfig {
         }
         if st.max_value_bytes == 0 || st.max_value_bytes > 64 * 1024 * 1024 {
             problems.push("store.max_value_bytes must be between 1 and 64 MiB".to_owned());
+        }
+        if !st.ca_file.as_os_str().is_empty() && !st.url.starts_with("rediss://") {
+            problems.push("store.ca_file is only used with a rediss:// (TLS) store.url".to_owned());
         }
         if st.prefix.len() > 64 {
             problems.push("store.prefix must be at most 64 bytes".to_owned());

@@ -87,13 +87,23 @@ impl Shared {
     ) -> Result<Arc<Self>, StoreError> {
         let password = password_of(&cfg.url);
         let scrub = |text: String| scrub(text, password.as_deref());
-        let client = redis::Client::open(cfg.url.as_str()).map_err(|e| {
+        let unusable = |e: redis::RedisError| {
             StoreError::Unavailable(format!(
                 "store.url {} is not usable: {}",
                 crate::config::server::redacted_url(&cfg.url),
                 scrub(e.to_string())
             ))
-        })?;
+        };
+        let client = if cfg.ca_file.as_os_str().is_empty() {
+            redis::Client::open(cfg.url.as_str()).map_err(unusable)?
+        } else {
+            let pem = read_ca(&cfg.ca_file)?;
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem),
+            };
+            redis::Client::build_with_tls(cfg.url.as_str(), certs).map_err(unusable)?
+        };
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StoreError::Unavailable(
                 "the Redis store needs a Tokio runtime".to_owned(),
@@ -343,6 +353,28 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
     fn usage(&self) -> (usize, usize) {
         (0, 0)
     }
+}
+
+/// Longest `store.ca_file` read: a bundle of CA certificates, never more.
+const MAX_CA_BYTES: u64 = 1024 * 1024;
+
+/// Reads `store.ca_file`, bounded in size.
+fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read as _;
+    let fail = |e: std::io::Error| StoreError::Unavailable(format!("store.ca_file {}: {e}", path.display()));
+    let mut pem = Vec::new();
+    std::fs::File::open(path)
+        .map_err(fail)?
+        .take(MAX_CA_BYTES + 1)
+        .read_to_end(&mut pem)
+        .map_err(fail)?;
+    if pem.len() as u64 > MAX_CA_BYTES {
+        return Err(StoreError::Unavailable(format!(
+            "store.ca_file {} is larger than {MAX_CA_BYTES} bytes",
+            path.display()
+        )));
+    }
+    Ok(pem)
 }
 
 /// The password of a `redis://user:password@host` URL, if any (percent-decoded and raw, the

@@ -499,3 +499,40 @@ async fn a_value_that_does_not_decode_is_never_returned() {
     assert!(matches!(c, Claim::InFlight(_)), "{c:?}");
     assert!(st.health().connected());
 }
+
+#[tokio::test]
+async fn rediss_with_a_private_ca_file_and_without_it() {
+    let pki = crate::common::tls_backend::Pki::new("toolwire test redis CA");
+    let server_cert = pki.server(&["127.0.0.1", "localhost"]);
+    let redis = RedisServer::start_tls(&server_cert.cert_pem, &server_cert.key_pem);
+    let mock = MockBackend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    tools(dir.path(), &mock);
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, pki.ca_pem()).unwrap();
+
+    let mut trusted = config(dir.path(), &redis.tls_url());
+    trusted.store.ca_file = ca.clone();
+    let a = Served::start(trusted.clone()).await;
+    let b = Served::start(trusted).await;
+    wait_store_connected(&a, true).await;
+    let body = completion(&[("toolu_tls", "create_order", json!({"item": "tls"}))]);
+    a.post_json("/v1/execute", &body).await;
+    let (_, again) = b.post_json("/v1/execute", &body).await;
+    assert_eq!(again["results"][0]["replayed"], true, "{again}");
+    assert_eq!(mock.count("/ok/orders"), 1);
+
+    // Without the CA the certificate is not trusted: the store stays unavailable, fail-fast.
+    let untrusted = Served::start(config(dir.path(), &redis.tls_url())).await;
+    let down = wait_store(&untrusted, |s| {
+        s["connected"] == false && s["last_error"].as_str().is_some_and(|e| e.contains("PING"))
+    })
+    .await;
+    let (_, w) = untrusted
+        .post_json(
+            "/v1/execute",
+            &completion(&[("toolu_u", "create_order", json!({"item": "u"}))]),
+        )
+        .await;
+    assert_eq!(w["results"][0]["error"]["kind"], "store_unavailable", "{w} {down}");
+}

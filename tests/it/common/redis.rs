@@ -55,6 +55,8 @@ pub struct RedisServer {
     persistent: bool,
     /// `--requirepass`, when set.
     password: Option<String>,
+    /// TLS only (`--port 0 --tls-port`): the server certificate and key files.
+    tls: Option<(PathBuf, PathBuf)>,
     child: Option<Child>,
 }
 
@@ -82,15 +84,52 @@ impl RedisServer {
             dir: tempfile::tempdir().unwrap(),
             persistent,
             password: password.map(str::to_owned),
+            tls: None,
             child: None,
         };
         s.spawn();
         s
     }
 
+    /// A server speaking TLS only, with this certificate and key (PEM). `rediss://` clients must
+    /// trust their issuer; the helper's own [`RedisServer::command`] does not speak TLS, so it
+    /// waits by connecting only.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("server.crt");
+        let key = dir.path().join("server.key");
+        std::fs::write(&cert, cert_pem).unwrap();
+        std::fs::write(&key, key_pem).unwrap();
+        let mut s = RedisServer {
+            port: free_port(),
+            dir,
+            persistent: false,
+            password: None,
+            tls: Some((cert, key)),
+            child: None,
+        };
+        s.spawn();
+        s
+    }
+
+    /// `rediss://127.0.0.1:<port>`.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.port)
+    }
+
     fn spawn(&mut self) {
         let mut cmd = Command::new(redis_server_bin());
-        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string(), "--save", ""])
+        let port = self.port.to_string();
+        match &self.tls {
+            None => cmd.args(["--port", &port]),
+            Some((cert, key)) => cmd
+                .args(["--port", "0", "--tls-port", &port, "--tls-auth-clients", "no"])
+                .arg("--tls-cert-file")
+                .arg(cert)
+                .arg("--tls-key-file")
+                .arg(key),
+        };
+        cmd.args(["--bind", "127.0.0.1", "--save", ""])
             .args(["--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"])
             .arg("--dir")
             .arg(self.dir.path());
@@ -116,7 +155,11 @@ impl RedisServer {
             });
         self.child = Some(child);
         let started = Instant::now();
-        while !self.pings() {
+        let up = |s: &Self| match s.tls {
+            None => s.pings(),
+            Some(_) => TcpStream::connect_timeout(&([127, 0, 0, 1], s.port).into(), Duration::from_millis(500)).is_ok(),
+        };
+        while !up(self) {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("redis-server exited at start ({status}); port {} taken?", self.port);
             }
