@@ -276,10 +276,12 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         let rkey = s.key(self.namespace, key);
         let mut pause = POLL_FIRST;
         loop {
-            if Instant::now() + pause >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Ok(Waited::TimedOut);
             }
-            tokio::time::sleep(pause).await;
+            // The last poll lands on the deadline, not a full pause before it.
+            tokio::time::sleep(pause.min(deadline - now)).await;
             pause = (pause * 2).min(POLL_MAX);
             let mut con = s.manager.clone();
             let mut get = redis::cmd("GET");
