@@ -242,6 +242,20 @@ impl<V: Weigh + Codec> RedisStore<V> {
     }
 }
 
+impl<V> RedisStore<V> {
+    /// Releases a claim whose command failed on our side, in the background, for at most
+    /// `within`. Not counted as a store error (the failure that caused it was).
+    fn release_late(&self, rkey: String, running: Vec<u8>, within: Duration) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            let mut con = shared.manager.clone();
+            let mut inv = shared.abandon.key(&rkey);
+            inv.arg(&running);
+            let _ = tokio::time::timeout(within, inv.invoke_async::<i64>(&mut con)).await;
+        });
+    }
+}
+
 impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
     async fn claim(&self, key: &str, fingerprint: &str, lease: Duration) -> Result<Claim<V>, StoreError> {
         let s = &self.shared;
@@ -255,7 +269,16 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         let mut con = s.manager.clone();
         let mut inv = s.claim.key(&rkey);
         inv.arg(&running).arg(millis(lease + LEASE_MARGIN));
-        let held: Option<Vec<u8>> = s.run("claim", inv.invoke_async(&mut con)).await?;
+        let held: Option<Vec<u8>> = match s.run("claim", inv.invoke_async(&mut con)).await {
+            Ok(held) => held,
+            Err(e) => {
+                // A slow Redis may still run the claim after we gave up on it, leaving a key
+                // that looks held until its lease lapses. Queue a release of exactly this claim
+                // behind it (same connection, so it runs after the claim if that ever runs).
+                self.release_late(rkey, running, lease + LEASE_MARGIN);
+                return Err(e);
+            }
+        };
         Ok(match held {
             None => Claim::Fresh(Lease(Some(running))),
             Some(v) => Self::read(&v, fingerprint),
