@@ -99,7 +99,7 @@ DOCKER_BUILD_FLAGS ?=
 IMAGE_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 IMAGE_REVISION = $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-.PHONY: docker docker-prebuilt compose-test
+.PHONY: docker docker-prebuilt compose-test compose-scale-test
 
 ## Build the image with the multi-stage Dockerfile (compiles in rust:*-slim-bookworm; needs
 ## access to Docker Hub and crates.io).
@@ -118,6 +118,11 @@ docker-prebuilt:
 ## End-to-end test of docker/compose.yaml with real requests (not part of CI; < 15 min).
 compose-test:
 	scripts/compose-test.sh
+
+## End-to-end test of docker/compose.scale.yaml: two replicas on one Redis replay each other's
+## results on the real engine (docs/scale.md; not part of CI; < 15 min).
+compose-scale-test:
+	COMPOSE_TEST_VARIANT=scale scripts/compose-test.sh
 
 ## Fuzz every target for FUZZ_SECONDS each with cargo-fuzz/libFuzzer (docs/fuzzing.md). The
 ## stable toolchain needs RUSTC_BOOTSTRAP=1 for cargo-fuzz's -Z flags. New inputs go to

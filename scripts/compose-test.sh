@@ -14,15 +14,29 @@
 #
 # Every step has a timeout; the whole run stays under COMPOSE_TEST_BUDGET seconds (840).
 #
+# COMPOSE_TEST_VARIANT=scale (`make compose-scale-test`) runs docker/compose.scale.yaml instead:
+# two toolwire replicas sharing a Redis store (built from docker/redis on the same Debian base),
+# and shows a call run on replica A replayed by replica B, an Idempotency-Key honoured across
+# them, and stored results surviving a restart of the Redis container (docs/scale.md).
+#
+# COMPOSE_TEST_PROFILE=debug packages a debug build (stripped) instead of a release build, for
+# machines where a release build does not fit the budget.
+#
 # Environment: TOOLWIRE_PORT (host port, default 8080, a free one when 8080 is taken and the
-# variable is unset), COMPOSE_TEST_BUDGET, COMPOSE_TEST_KEEP_ENGINE=1 (leave a started dockerd
+# variable is unset; the scale variant picks two free ports), COMPOSE_TEST_BUDGET, COMPOSE_TEST_KEEP_ENGINE=1 (leave a started dockerd
 # running), DOCKER_BUILDKIT (default 0: Debian's engine 20.10 has no buildx).
 set -Eeuo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-PROJECT=toolwire-ct
-COMPOSE_FILE=docker/compose.yaml
+VARIANT=${COMPOSE_TEST_VARIANT:-single}
+case $VARIANT in
+  single) PROJECT=toolwire-ct; COMPOSE_FILE=docker/compose.yaml ;;
+  scale) PROJECT=toolwire-cst; COMPOSE_FILE=docker/compose.scale.yaml ;;
+  *) echo "COMPOSE_TEST_VARIANT must be single or scale" >&2; exit 2 ;;
+esac
+export REDIS_IMAGE=toolwire-redis:compose-test
+export REDIS_PASSWORD=${REDIS_PASSWORD:-compose-test-redis-password}
 CACHE_DIR=$ROOT/.cache/compose-test
 ROOTFS_TAR=$CACHE_DIR/debian-bookworm-minbase.tar
 BASE_IMAGE=debian:bookworm-slim
@@ -173,10 +187,21 @@ else
 fi
 
 # --- 3. binary and images ---------------------------------------------------------------------
-run 600 "cargo build --release --locked --bin toolwire" cargo build --release --locked --bin toolwire
+PROFILE=${COMPOSE_TEST_PROFILE:-release}
+case $PROFILE in
+  release) run 600 "cargo build --release --locked --bin toolwire" cargo build --release --locked --bin toolwire ;;
+  debug) run 600 "cargo build --locked --bin toolwire (debug profile)" cargo build --locked --bin toolwire ;;
+  *) die "COMPOSE_TEST_PROFILE must be release or debug" ;;
+esac
 target_dir=$(timeout 60 cargo metadata --format-version 1 --no-deps --locked \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-if [[ $(realpath "$target_dir/release/toolwire") != $(realpath -m "$ROOT/target/release/toolwire") ]]; then
+if [[ $PROFILE == debug ]]; then
+  # The Dockerfile packages target/release/toolwire; a debug build (a machine too busy for a
+  # release build) goes there stripped of its debug info, and the summary says so.
+  mkdir -p "$ROOT/target/release"
+  objcopy --strip-debug "$target_dir/debug/toolwire" "$ROOT/target/release/toolwire"
+  SUMMARY+=("binary: debug profile (COMPOSE_TEST_PROFILE=debug), debug info stripped")
+elif [[ $(realpath "$target_dir/release/toolwire") != $(realpath -m "$ROOT/target/release/toolwire") ]]; then
   # CARGO_TARGET_DIR points elsewhere: the Dockerfile takes the binary from the context.
   install -D -m 0755 "$target_dir/release/toolwire" "$ROOT/target/release/toolwire"
 fi
@@ -186,14 +211,27 @@ run 300 "docker build --target runtime-prebuilt -t $TOOLWIRE_IMAGE" \
 run 300 "docker build -t $EXAMPLE_APP_IMAGE docker/example-app" \
   docker build --network host -t "$EXAMPLE_APP_IMAGE" docker/example-app
 SUMMARY+=("images: $TOOLWIRE_IMAGE (runtime-prebuilt, $revision), $EXAMPLE_APP_IMAGE")
+if [[ $VARIANT == scale ]]; then
+  run 300 "docker build -t $REDIS_IMAGE docker/redis" \
+    docker build --network host -t "$REDIS_IMAGE" docker/redis
+  SUMMARY+=("images: $REDIS_IMAGE (Debian's redis-server on $BASE_IMAGE)")
+fi
 
 # --- 4. compose up ----------------------------------------------------------------------------
 port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null; }
-if [[ -z ${TOOLWIRE_PORT:-} ]]; then
-  TOOLWIRE_PORT=8080
-  if ! port_free 8080; then
-    TOOLWIRE_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    log "port 8080 is taken on this host; publishing toolwire on $TOOLWIRE_PORT instead"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+if [[ $VARIANT == scale ]]; then
+  export TOOLWIRE_PORT_A=${TOOLWIRE_PORT_A:-$(free_port)} TOOLWIRE_PORT_B=${TOOLWIRE_PORT_B:-$(free_port)}
+  TOOLWIRE_SERVICES=(toolwire-a toolwire-b)
+  TOOLWIRE_PORT=$TOOLWIRE_PORT_A
+else
+  TOOLWIRE_SERVICES=(toolwire)
+  if [[ -z ${TOOLWIRE_PORT:-} ]]; then
+    TOOLWIRE_PORT=8080
+    if ! port_free 8080; then
+      TOOLWIRE_PORT=$(free_port)
+      log "port 8080 is taken on this host; publishing toolwire on $TOOLWIRE_PORT instead"
+    fi
   fi
 fi
 export TOOLWIRE_PORT
@@ -202,23 +240,178 @@ BASE_URL=http://127.0.0.1:$TOOLWIRE_PORT
 # A leftover of an earlier, killed run would hold the port and the names.
 CT_TIMEOUT=60 compose down -v --remove-orphans -t 1 >/dev/null 2>&1 || true
 UP=1
-log "compose up (project $PROJECT, toolwire on $BASE_URL)"
+log "compose up (project $PROJECT, $COMPOSE_FILE, toolwire on $BASE_URL)"
 CT_TIMEOUT=180 compose up -d --no-build </dev/null || die "compose up failed"
 
-log "waiting for toolwire to be healthy"
-cid=$(CT_TIMEOUT=30 compose ps -q toolwire)
-[[ -n $cid ]] || die "no toolwire container"
-deadline=$((SECONDS + $(limit 120)))
-health=""
-while ((SECONDS < deadline)); do
-  health=$(timeout 10 docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$cid" 2>/dev/null || true)
-  [[ $health == healthy ]] && break
-  sleep 2
+# wait_healthy SERVICE: until its container is healthy (bounded); sets HEALTHY_CID.
+HEALTHY_CID=""
+wait_healthy() {
+  local service=$1 cid health="" deadline
+  log "waiting for $service to be healthy"
+  cid=$(CT_TIMEOUT=30 compose ps -q "$service")
+  [[ -n $cid ]] || die "no $service container"
+  deadline=$((SECONDS + $(limit 120)))
+  while ((SECONDS < deadline)); do
+    health=$(timeout 10 docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$cid" 2>/dev/null || true)
+    [[ $health == healthy ]] && break
+    sleep 2
+  done
+  [[ $health == healthy ]] || die "$service not healthy (status: ${health:-none})"
+  HEALTHY_CID=$cid
+}
+for service in "${TOOLWIRE_SERVICES[@]}"; do
+  wait_healthy "$service"
+  cid=$HEALTHY_CID
+  user=$(timeout 10 docker inspect -f '{{.Config.User}}' "$cid")
+  workdir=$(timeout 10 docker inspect -f '{{.Config.WorkingDir}}' "$cid")
+  SUMMARY+=("$service container: healthy (docker HEALTHCHECK = toolwire health), user $user, workdir $workdir")
 done
-[[ $health == healthy ]] || die "toolwire not healthy (status: ${health:-none})"
-user=$(timeout 10 docker inspect -f '{{.Config.User}}' "$cid")
-workdir=$(timeout 10 docker inspect -f '{{.Config.WorkingDir}}' "$cid")
-SUMMARY+=("toolwire container: healthy (docker HEALTHCHECK = toolwire health), user $user, workdir $workdir")
+
+if [[ $VARIANT == scale ]]; then
+  # --- 5 (scale). cross-replica replay on the real engine -------------------------------------
+  log "cross-replica checks: A=$TOOLWIRE_PORT_A B=$TOOLWIRE_PORT_B"
+  cat >"$WORK/scale_checks.py" <<'PY'
+"""Two replicas on one Redis: a call run on A is replayed by B, an Idempotency-Key is shared,
+and what was stored survives a restart of the Redis container (argv[4] restarts it). One line
+per check: PASS|FAIL <name>: <detail>."""
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+a, b, token, restart_cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+auth = {"authorization": "Bearer " + token}
+failures = 0
+run_id = str(int(time.time() * 1000))
+
+
+def get(base, path):
+    req = urllib.request.Request(base + path, headers=auth)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.status, json.load(r)
+
+
+def execute(base, completion, key=None):
+    body = json.dumps({"provider": "openai_chat", "completion": completion}).encode()
+    headers = {"content-type": "application/json", **auth}
+    if key:
+        headers["idempotency-key"] = key
+    req = urllib.request.Request(base + "/v1/execute", data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def completion(call_id, city):
+    return {
+        "id": "chatcmpl-cst", "object": "chat.completion", "created": 1727346166, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "type": "function",
+                            "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}]}}],
+    }
+
+
+def check(name, fn):
+    global failures
+    try:
+        print(f"PASS {name}: {fn()}")
+    except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
+        failures += 1
+        print(f"FAIL {name}: {type(e).__name__}: {e}")
+    sys.stdout.flush()
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def store_of(base):
+    status, body = get(base, "/readyz")
+    expect(status == 200, f"/readyz {status}")
+    return body["store"]
+
+
+def wait_connected(base, limit=60):
+    until = time.time() + limit
+    while True:
+        try:
+            s = store_of(base)
+            if s["connected"]:
+                return s
+        except Exception:  # noqa: BLE001 - not up yet
+            s = None
+        if time.time() > until:
+            raise AssertionError(f"store not connected within {limit}s: {s}")
+        time.sleep(0.5)
+
+
+def readyz():
+    sa, sb = wait_connected(a), wait_connected(b)
+    expect(sa["kind"] == "redis" and sb["kind"] == "redis", f"kinds {sa} {sb}")
+    return f"both replicas: store {sa}"
+
+
+stored = {}
+
+
+def replay_across():
+    c = completion(f"call_cst_{run_id}", "Oslo")
+    s1, r1 = execute(a, c)
+    s2, r2 = execute(b, c)
+    expect((s1, s2) == (200, 200), f"status {s1} {s2}")
+    expect(r1["results"][0]["ok"], f"A failed: {r1['results'][0]}")
+    expect("replayed" not in r1["results"][0], "A's first run says replayed")
+    expect(r2["results"][0].get("replayed") is True, f"B did not replay: {r2['results'][0]}")
+    expect(r2["results"][0]["output"] == r1["results"][0]["output"], "outputs differ")
+    stored["completion"], stored["output"] = c, r1["results"][0]["output"]
+    return f"A ran get_weather, B answered replayed=true with the same output {r1['results'][0]['output']}"
+
+
+def idempotency_key_across():
+    key = f"cst-{run_id}"
+    c = completion(f"call_key_{run_id}", "Lima")
+    s1, r1 = execute(b, c, key)
+    s2, r2 = execute(a, c, key)
+    expect((s1, s2) == (200, 200), f"status {s1} {s2}")
+    expect(r2["results"][0].get("replayed") is True, f"A did not replay B's answer: {r2}")
+    other = completion(f"call_key_{run_id}", "Quito")
+    s3, r3 = execute(a, other, key)
+    expect(s3 == 422 and r3["error"]["code"] == "idempotency_key_reused", f"{s3} {r3}")
+    return "B answered, A replayed the same key, another body with it is 422 idempotency_key_reused"
+
+
+def survives_redis_restart():
+    subprocess.run(restart_cmd, shell=True, check=True, timeout=60)
+    wait_connected(a)
+    wait_connected(b)
+    s, r = execute(b, stored["completion"])
+    expect(s == 200 and r["results"][0].get("replayed") is True, f"lost after restart: {r['results'][0]}")
+    expect(r["results"][0]["output"] == stored["output"], "output changed")
+    return "redis container restarted (AOF): the result stored before is still replayed, no toolwire restart"
+
+
+check("readyz: store redis, connected, on both replicas", readyz)
+check("call run on A replayed by B", replay_across)
+check("Idempotency-Key shared by A and B", idempotency_key_across)
+check("Redis restarted mid-run keeps stored results; replicas reconnect", survives_redis_restart)
+sys.exit(1 if failures else 0)
+PY
+  restart_cmd="timeout 60 ${COMPOSE[*]} -p $PROJECT -f $COMPOSE_FILE restart -t 5 redis"
+  checks_rc=0
+  bounded "$(limit 240)" python3 "$WORK/scale_checks.py" "http://127.0.0.1:$TOOLWIRE_PORT_A" \
+    "http://127.0.0.1:$TOOLWIRE_PORT_B" "$TOOLWIRE_TOKEN" "$restart_cmd" >"$WORK/checks.out" || checks_rc=$?
+  cat "$WORK/checks.out"
+  while IFS= read -r line; do SUMMARY+=("$line"); done < <(cut -c1-220 "$WORK/checks.out")
+  ((checks_rc == 0)) || die "cross-replica checks failed (exit $checks_rc)"
+  STATUS=PASS
+  exit 0
+fi
 
 # --- 5. real requests through the published port ----------------------------------------------
 log "POST $BASE_URL/v1/execute (OpenAI Chat, Anthropic, Gemini)"

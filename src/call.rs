@@ -6,7 +6,7 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
-use serde::{Serialize, Serializer, ser::SerializeMap};
+use serde::{Deserialize, Serialize, Serializer, ser::SerializeMap};
 use serde_json::{Map, Value};
 
 /// One client-side tool call found in a completion, in body order.
@@ -103,7 +103,8 @@ impl Arguments {
 }
 
 /// Stable error kinds (`docs/execution.md#error-kinds`). The strings are part of the API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// (`Deserialize`: results are read back from a shared replay store.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     UnknownTool,
@@ -125,6 +126,9 @@ pub enum ErrorKind {
     /// The TLS handshake with the backend failed (untrusted or wrong-name certificate, refused
     /// client certificate). Never retryable.
     TlsError,
+    /// The shared replay store (Redis) did not answer, and the tool is not idempotent: running
+    /// it without deduplication could run it twice. Retryable.
+    StoreUnavailable,
     Internal,
 }
 
@@ -147,13 +151,14 @@ impl ErrorKind {
             ErrorKind::Blocked => "blocked",
             ErrorKind::MissingState => "missing_state",
             ErrorKind::TlsError => "tls_error",
+            ErrorKind::StoreUnavailable => "store_unavailable",
             ErrorKind::Internal => "internal",
         }
     }
 }
 
 /// One problem inside an error, e.g. a schema violation at a JSON pointer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// JSON pointer into the arguments (`""` for the root).
     pub path: String,
@@ -162,14 +167,14 @@ pub struct ErrorDetail {
 }
 
 /// A failed call, written so that the model can read it and act on it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolError {
     pub kind: ErrorKind,
     /// What failed and what to change, for the model.
     pub message: String,
     /// May the agent (or model) try the same call again later?
     pub retryable: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<ErrorDetail>,
     /// Backend HTTP status, for `backend_status`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -26,7 +26,8 @@
 //!   retry{timeout{backend}} → bound the output; one result per call, in order.
 //! - [`backend`]: one entry point ([`backend::Backends`]), one module per kind (HTTP, subprocess
 //!   with its exec shim and reaper), egress policy, TLS clients, files.
-//! - [`store`]: the claim store behind replay and `Idempotency-Key` (in memory by default).
+//! - [`store`]: the claim store behind replay and `Idempotency-Key` (in memory by default, or
+//!   Redis shared by every replica).
 //! - [`redact`]: masking of secrets (and their encoded forms) in outputs, errors and logs.
 //! - [`mcp`]: toolwire's tools served over MCP (the `/mcp` route's handler, `toolwire mcp`),
 //!   with the `rmcp` SDK kept behind it.

@@ -142,6 +142,24 @@ pub mod metrics {
             "Tool set reloads by result (swapped, unchanged, rejected)."
         );
         describe_gauge!("toolwire_tools_loaded", "Tools in the active set.");
+        describe_counter!(
+            "toolwire_store_bypassed_total",
+            "Idempotent tool calls run without deduplication because the shared store was unavailable, by store."
+        );
+        describe_counter!(
+            "toolwire_store_errors_total",
+            "Shared store (Redis) commands that failed or timed out."
+        );
+    }
+
+    /// Counts a call run without deduplication (the shared store failed).
+    pub fn store_bypassed(store: &'static str) {
+        metrics::counter!("toolwire_store_bypassed_total", "store" => store).increment(1);
+    }
+
+    /// Counts a failed shared-store command.
+    pub fn store_error() {
+        metrics::counter!("toolwire_store_errors_total").increment(1);
     }
 
     /// Records one finished HTTP request.

@@ -55,6 +55,9 @@ pub enum ApiError {
     Unauthorized,
     #[error("the server is at capacity; retry after the delay in `Retry-After`")]
     Overloaded,
+    /// The shared store did not answer; the detail (free of secrets) is logged, not sent.
+    #[error("the Idempotency-Key store is unavailable; retry after the delay in `Retry-After`")]
+    StoreUnavailable(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -90,6 +93,7 @@ impl ApiError {
             ApiError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "not_ready"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            ApiError::StoreUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -110,6 +114,9 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             // The detail is for operators; the client gets the generic message only.
             tracing::error!(%detail, "Request failed with an internal error.");
+        }
+        if let ApiError::StoreUnavailable(detail) = &self {
+            tracing::warn!(%detail, "Idempotency-Key request refused: the shared store is unavailable.");
         }
         let body = ErrorBody {
             code,

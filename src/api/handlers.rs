@@ -33,8 +33,13 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
         .lock()
         .map(|s| s.summary())
         .unwrap_or_else(|p| p.into_inner().summary());
+    // The store's state is shown, but a shared store being down does not make the replica
+    // unready: every replica shares it, so all would leave the load balancer at once, while
+    // idempotent tools still run and the others fail fast with a retryable error
+    // (docs/scale.md#readiness).
+    let store = state.executor.stores().health().view();
     Ok(Json(
-        json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload}),
+        json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload, "store": store}),
     ))
 }
 

@@ -4,8 +4,13 @@
 //! while the first request still runs → wait for it; same key with a different body → 422
 //! `idempotency_key_reused` (the IETF idempotency-key draft). Keys are namespaced per
 //! principal (the matched auth token), so one client can neither squat on nor probe another's
-//! key. Answers live in the claim store with the replay TTL and its entry and byte bounds.
-//! Call-level replay (`executor::replay`) protects the tools even without a key.
+//! key. Answers live in the claim store with the replay TTL and its entry and byte bounds (or in
+//! Redis, shared by every replica). Call-level replay (`executor::replay`) protects the tools
+//! even without a key.
+//!
+//! When the shared store cannot answer, the request is refused with 503 `store_unavailable`
+//! (retryable) whatever its tools: a client that sends a key asks for at-most-once, and that
+//! promise cannot be kept without the store.
 
 use std::sync::Arc;
 
@@ -15,7 +20,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::ApiError;
-use crate::store::{Claim, ClaimGuard, SharedStore, Waited, Weigh};
+use crate::store::{Claim, ClaimGuard, Codec, SharedStore, Waited, Weigh};
 use crate::turn::{ExecuteRequest, ExecuteResponse};
 
 /// Longest accepted key (Stripe's limit).
@@ -29,6 +34,18 @@ pub struct StoredAnswer(pub Bytes);
 impl Weigh for StoredAnswer {
     fn weight(&self) -> usize {
         self.0.len()
+    }
+}
+
+impl Codec for StoredAnswer {
+    fn encode(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        // Sent to the client as JSON as is: only ever a JSON document.
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).ok()?;
+        Some(StoredAnswer(Bytes::copy_from_slice(bytes)))
     }
 }
 
@@ -78,27 +95,44 @@ where
 {
     check_key(key)?;
     let digest = body_digest(req)?;
-    let scoped = format!("{principal}\u{0}{key}");
+    // A digest: fixed length whatever the key, and no client bytes in a shared store's key.
+    let mut h = Sha256::new();
+    h.update(principal.as_bytes());
+    h.update([0]);
+    h.update(key.as_bytes());
+    let scoped = crate::store::hex(&h.finalize());
     let deadline = Instant::now() + wait_limit;
-    loop {
-        match store.claim(&scoped, &digest) {
+    let unavailable = |e: crate::store::StoreError| {
+        crate::telemetry::metrics::rejected("store_unavailable");
+        ApiError::StoreUnavailable(e.to_string())
+    };
+    let lease = loop {
+        match store.claim(&scoped, &digest, wait_limit).await.map_err(unavailable)? {
             Claim::Mismatch => return Err(ApiError::IdempotencyKeyReused),
             Claim::Done(stored) => return Ok(Answer::Replayed(stored.0)),
-            Claim::InFlight(mut rx) => match crate::store::wait(&mut rx, deadline).await {
+            Claim::InFlight(pending) => match store
+                .wait(&scoped, &digest, pending, deadline)
+                .await
+                .map_err(unavailable)?
+            {
                 Waited::Done(stored) => return Ok(Answer::Replayed(stored.0)),
                 Waited::Released => {}
                 Waited::TimedOut => return Err(ApiError::Overloaded),
             },
-            Claim::Fresh => break,
+            Claim::Fresh(lease) => break lease,
         }
-    }
+    };
     // Abandoned if this request is dropped (client gone) before it stores an answer.
-    let guard = ClaimGuard::new(Arc::clone(store), scoped);
+    let guard = ClaimGuard::new(Arc::clone(store), scoped, lease);
     let resp = work().await;
     let value = serde_json::to_value(&resp).map_err(|e| ApiError::Internal(e.to_string()))?;
     let replayed = mark_replayed(value.clone());
     let bytes = serde_json::to_vec(&replayed).map_err(|e| ApiError::Internal(e.to_string()))?;
-    guard.complete(StoredAnswer(Bytes::from(bytes)));
+    if let Err(e) = guard.complete(StoredAnswer(Bytes::from(bytes))).await {
+        // The request ran and is answered; a repeat of the key will not find it (and, while
+        // the store is down, is refused anyway).
+        tracing::warn!(error = %e, "Could not store the Idempotency-Key answer.");
+    }
     Ok(Answer::Ran(value))
 }
 

@@ -61,11 +61,7 @@ impl AppState {
             reloader,
             work_slots: Arc::new(Semaphore::new(config.limits.concurrent_requests)),
             tokens: Arc::new(guard::Tokens::new(&config.auth.tokens)),
-            request_keys: Arc::new(crate::store::MemoryStore::new(
-                config.replay.ttl.0,
-                config.replay.max_entries,
-                config.replay.max_bytes,
-            )),
+            request_keys: executor.stores().open(crate::store::Namespace::Requests),
             config: Arc::new(config),
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),

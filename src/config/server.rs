@@ -37,6 +37,7 @@ pub struct ServerConfig {
     pub egress: EgressConfig,
     pub breaker: BreakerConfig,
     pub replay: ReplayConfig,
+    pub store: StoreConfig,
     pub shutdown: ShutdownConfig,
     pub mcp_server: McpServerConfig,
 }
@@ -65,6 +66,58 @@ pub struct ReplayConfig {
     pub ttl: HumanDuration,
     pub max_entries: usize,
     pub max_bytes: usize,
+}
+
+/// Where replay results and `Idempotency-Key` answers are kept (`docs/scale.md`): in this
+/// process (`url = ""`, the default), or in Redis shared by every replica.
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS); empty: in memory.
+    /// `${env:}`/`${file:}` are resolved at load, so the password need not sit in the file.
+    pub url: String,
+    /// Prepended to every key, so several deployments can share one Redis.
+    pub prefix: String,
+    /// Bound of one connection attempt (TCP + TLS + AUTH).
+    pub connect_timeout: HumanDuration,
+    /// Bound of every Redis command; past it the store counts as unavailable for that call.
+    pub command_timeout: HumanDuration,
+    /// Largest encoded value kept; a larger result is returned but not stored.
+    pub max_value_bytes: usize,
+    /// At most one warning per interval while calls run without deduplication.
+    pub warn_interval: HumanDuration,
+    /// PEM CA certificates trusted for a `rediss://` URL instead of the bundled public roots
+    /// (a Redis with a private CA); empty: the bundled roots.
+    pub ca_file: PathBuf,
+}
+
+/// The URL may carry a password: never printed, not even by `{:?}`.
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &redacted_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("max_value_bytes", &self.max_value_bytes)
+            .field("warn_interval", &self.warn_interval)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+/// A store URL fit for logs and `Debug`: scheme, host, port and database, never the user or
+/// password.
+pub fn redacted_url(url: &str) -> String {
+    if url.is_empty() {
+        return String::new();
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(invalid url)".to_owned();
+    };
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let host = host.split(['?', '#']).next().unwrap_or_default();
+    format!("{scheme}://{host}")
 }
 
 /// Bearer-token auth.
@@ -263,6 +316,9 @@ impl ServerConfig {
                 .resolve_str(token, &mut secrets)
                 .map_err(|e| ServerConfigError::Invalid(format!("auth.tokens: {e}")))?;
         }
+        cfg.store.url = resolver
+            .resolve_str(&cfg.store.url, &mut secrets)
+            .map_err(|e| ServerConfigError::Invalid(format!("store.url: {e}")))?;
         cfg.check()?;
         Ok(cfg)
     }
@@ -323,6 +379,23 @@ impl ServerConfig {
             if cidr.parse::<ipnet::IpNet>().is_err() {
                 problems.push(format!("egress: `{cidr}` is not a CIDR (e.g. \"10.0.0.0/8\")"));
             }
+        }
+        let st = &self.store;
+        if !(st.url.is_empty() || st.url.starts_with("redis://") || st.url.starts_with("rediss://")) {
+            // Never the value: it may hold a password.
+            problems.push("store.url must be empty (in memory) or a redis:// or rediss:// URL".to_owned());
+        }
+        if st.command_timeout.0.is_zero() || st.connect_timeout.0.is_zero() {
+            problems.push("store.command_timeout and store.connect_timeout must be above zero".to_owned());
+        }
+        if st.max_value_bytes == 0 || st.max_value_bytes > 64 * 1024 * 1024 {
+            problems.push("store.max_value_bytes must be between 1 and 64 MiB".to_owned());
+        }
+        if !st.ca_file.as_os_str().is_empty() && !st.url.starts_with("rediss://") {
+            problems.push("store.ca_file is only used with a rediss:// (TLS) store.url".to_owned());
+        }
+        if st.prefix.len() > 64 {
+            problems.push("store.prefix must be at most 64 bytes".to_owned());
         }
         if problems.is_empty() {
             Ok(())
@@ -412,6 +485,17 @@ mod tests {
         let keys = known_keys();
         assert!(keys.contains(&"listen".to_owned()));
         assert!(keys.contains(&"defaults.retry.max_attempts".to_owned()));
+    }
+
+    #[test]
+    fn redacted_urls_keep_the_host_only() {
+        assert_eq!(redacted_url("redis://:s3cret@redis:6379/0"), "redis://redis:6379/0");
+        assert_eq!(
+            redacted_url("rediss://user:p%40ss@cache.example:6380/2?protocol=resp3"),
+            "rediss://cache.example:6380/2"
+        );
+        assert_eq!(redacted_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redacted_url("nonsense"), "(invalid url)");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::backend::{Attempt, BackendError};
 use crate::call::{ErrorKind, Outcome, ToolCall, ToolError, ToolResult};
 use crate::config::ServerConfig;
 use crate::registry::Registry;
-use crate::store::{Claim, ClaimGuard, Waited};
+use crate::store::{Claim, ClaimGuard, Namespace, Waited};
 use crate::tool::Tool;
 use replay::Stored as Ran;
 use retry::{Jitter, RandomJitter, RetryBudget};
@@ -75,6 +75,8 @@ pub struct Executor {
     tool_limits: limits::ToolLimits,
     /// Where results are kept for replay-safe execution (`None` when disabled).
     replay: Option<replay::ReplayStore>,
+    /// The backing of the replay and `Idempotency-Key` stores (`[store]`), and its health.
+    stores: crate::store::Stores,
 }
 
 /// Why the executor could not be built.
@@ -82,6 +84,8 @@ pub struct Executor {
 pub enum ExecutorError {
     #[error("cannot build the HTTP client: {0}")]
     HttpClient(#[from] BackendError),
+    #[error("cannot set up the store: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// One request's worth of calls.
@@ -116,6 +120,14 @@ struct CallCtx<'a> {
     deadline: Instant,
     /// The request's parallelism slots.
     request_slots: &'a Arc<Semaphore>,
+}
+
+/// What claiming a call's replay key decided.
+enum Claimed {
+    /// Run the call; settle the claim afterwards (`None`: run without one).
+    Run(Option<ClaimGuard<Ran>>),
+    /// Answer with this stored (or concurrently produced) result.
+    Answer(Ran),
 }
 
 /// Receives [`ExecEvent`]s as they happen.
@@ -156,6 +168,7 @@ impl Batch<'_> {
 impl Executor {
     /// An executor with the server's limits and the shared HTTP client.
     pub fn new(config: &ServerConfig) -> Result<Self, ExecutorError> {
+        let stores = crate::store::Stores::from_config(&config.replay, &config.store)?;
         Ok(Executor {
             backends: Backends::new(HttpBackend::with_egress(
                 &config.http_client,
@@ -170,14 +183,15 @@ impl Executor {
             jitter: Arc::new(RandomJitter),
             breakers: breaker::Breakers::new(config.breaker.failures, config.breaker.open_for.0),
             tool_limits: limits::ToolLimits::default(),
-            replay: config.replay.enabled.then(|| {
-                Arc::new(crate::store::MemoryStore::<replay::Stored>::new(
-                    config.replay.ttl.0,
-                    config.replay.max_entries,
-                    config.replay.max_bytes,
-                )) as replay::ReplayStore
-            }),
+            replay: config.replay.enabled.then(|| stores.open(Namespace::Replay)),
+            stores,
         })
+    }
+
+    /// The backing of the stores: the `Idempotency-Key` store is opened on it too, so both
+    /// share one Redis connection.
+    pub fn stores(&self) -> &crate::store::Stores {
+        &self.stores
     }
 
     /// Runs subprocess tools through `shim` (resource limits, no capabilities; see
@@ -372,41 +386,79 @@ impl Executor {
         let mut guard = None;
         if let Some((store, key)) = replay {
             let deadline = request_deadline.min(Instant::now() + tool.policy.deadline);
-            loop {
-                match store.claim(&key, "") {
-                    Claim::Done(s) => return (s, true),
-                    Claim::Fresh => {
-                        guard = Some(ClaimGuard::new(Arc::clone(store), key));
-                        break;
-                    }
-                    // Replay keys carry no fingerprint; a mismatch cannot happen. Run it.
-                    Claim::Mismatch => break,
-                    Claim::InFlight(mut rx) => match crate::store::wait(&mut rx, deadline).await {
-                        Waited::Done(s) => return (s, true),
-                        // The first run was abandoned (cancelled): claim again.
-                        Waited::Released => {}
-                        Waited::TimedOut => {
-                            let e = ToolError::new(
-                                ErrorKind::Rejected,
-                                "An identical call is still running and did not finish before this one's deadline. Try again later.",
-                                true,
-                            );
-                            return (Ran::err(e), false);
-                        }
-                    },
-                }
+            match self.claim_call(store, key, deadline, tool).await {
+                Ok(Claimed::Run(g)) => guard = g,
+                Ok(Claimed::Answer(s)) => return (s, true),
+                Err(e) => return (Ran::err(e), false),
             }
         }
         let ran = self.run_tool(cx, tool, args).await;
         if let Some(g) = guard {
             // Failures the agent may retry (timeouts, unreachable or failing backends,
             // rejections) are not stored: a re-sent request should try those again.
-            match &ran.outcome {
-                Outcome::Err(e) if e.retryable => g.abandon(),
-                _ => g.complete(ran.clone()),
+            let settled = match &ran.outcome {
+                Outcome::Err(e) if e.retryable => g.abandon().await,
+                _ => g.complete(ran.clone()).await,
+            };
+            if let Err(e) = settled {
+                // The call ran and its result is returned; only its replay is lost (a claim
+                // left behind lapses with its lease).
+                tracing::warn!(tool = %tool.name, error = %e, "Could not store the call's result for replay.");
             }
         }
         (ran, false)
+    }
+
+    /// Claims a call's replay key: run it (holding the claim), or answer with the result of an
+    /// earlier or concurrent identical call. When the store fails, an idempotent tool runs
+    /// without deduplication (counted, warned once per interval) and any other tool fails fast
+    /// with the retryable `store_unavailable` rather than risk running twice.
+    async fn claim_call(
+        &self,
+        store: &replay::ReplayStore,
+        key: String,
+        deadline: Instant,
+        tool: &Tool,
+    ) -> Result<Claimed, ToolError> {
+        let fail = |e: crate::store::StoreError| {
+            if tool.policy.idempotent {
+                self.stores.health().bypassed(Namespace::Replay, &tool.name, &e);
+                Ok(Claimed::Run(None))
+            } else {
+                Err(ToolError::new(
+                    ErrorKind::StoreUnavailable,
+                    "The replay store is unavailable, and this tool is not idempotent, so it was not run (it could otherwise run twice). Try again shortly.",
+                    true,
+                ))
+            }
+        };
+        loop {
+            let claim = match store.claim(&key, "", replay::lease(deadline)).await {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            match claim {
+                Claim::Done(s) => return Ok(Claimed::Answer(s)),
+                Claim::Fresh(lease) => {
+                    return Ok(Claimed::Run(Some(ClaimGuard::new(Arc::clone(store), key, lease))));
+                }
+                // Replay keys carry no fingerprint; a mismatch cannot happen. Run it.
+                Claim::Mismatch => return Ok(Claimed::Run(None)),
+                Claim::InFlight(pending) => match store.wait(&key, "", pending, deadline).await {
+                    Ok(Waited::Done(s)) => return Ok(Claimed::Answer(s)),
+                    // The first run was abandoned (cancelled) or its lease lapsed: claim again.
+                    Ok(Waited::Released) => {}
+                    Ok(Waited::TimedOut) => {
+                        return Err(ToolError::new(
+                            ErrorKind::Rejected,
+                            "An identical call is still running and did not finish before this one's deadline. Try again later.",
+                            true,
+                        ));
+                    }
+                    Err(e) => return fail(e),
+                },
+            }
+        }
     }
 
     /// Admission, the retry loop against the backend, and the output bound.

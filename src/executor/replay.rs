@@ -12,7 +12,7 @@
 //! hidden state) runs afresh instead of receiving someone else's result.
 //!
 //! Results live in a [`crate::store::ClaimStore`] (in memory by default, bounded by entries and
-//! bytes, oldest evicted first).
+//! bytes, oldest evicted first; or in Redis, shared by every replica — `docs/scale.md`).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -58,6 +58,73 @@ impl crate::store::Weigh for Stored {
     }
 }
 
+/// The shared store's form of a result: JSON, files as base64. Written and read only here.
+#[derive(serde::Serialize)]
+struct WireOut<'a> {
+    outcome: Result<&'a Value, &'a ToolError>,
+    files: Vec<WireFile>,
+    truncated: bool,
+    attempts: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct WireIn {
+    outcome: Result<Value, ToolError>,
+    files: Vec<WireFile>,
+    truncated: bool,
+    attempts: u32,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WireFile {
+    filename: String,
+    mime_type: String,
+    data: String,
+}
+
+impl crate::store::Codec for Stored {
+    fn encode(&self) -> Vec<u8> {
+        let wire = WireOut {
+            outcome: match &self.outcome {
+                Outcome::Ok(v) => Ok(v),
+                Outcome::Err(e) => Err(e),
+            },
+            files: self
+                .files
+                .iter()
+                .map(|f| WireFile {
+                    filename: f.filename.clone(),
+                    mime_type: f.mime_type.clone(),
+                    data: f.base64(),
+                })
+                .collect(),
+            truncated: self.truncated,
+            attempts: self.attempts,
+        };
+        // Serialising values that came from JSON cannot fail; an empty value never decodes.
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        use base64::Engine as _;
+        let wire: WireIn = serde_json::from_slice(bytes).ok()?;
+        let mut files = Vec::with_capacity(wire.files.len());
+        for f in wire.files {
+            let data = base64::engine::general_purpose::STANDARD.decode(f.data).ok()?;
+            files.push(ToolFile::try_new(&f.filename, &f.mime_type, data.into()).ok()?);
+        }
+        Some(Stored {
+            outcome: match wire.outcome {
+                Ok(v) => Outcome::Ok(v),
+                Err(e) => Outcome::Err(e),
+            },
+            files,
+            truncated: wire.truncated,
+            attempts: wire.attempts,
+        })
+    }
+}
+
 /// Approximate bytes of a JSON value, without serialising it.
 pub fn json_weight(v: &Value) -> usize {
     match v {
@@ -70,6 +137,12 @@ pub fn json_weight(v: &Value) -> usize {
 
 /// Where call results are kept.
 pub type ReplayStore = crate::store::SharedStore<Stored>;
+
+/// The longest a claim of a call is held: its deadline (the caller's own bound) is added to
+/// this by the store; see `store::redis`.
+pub fn lease(deadline: tokio::time::Instant) -> std::time::Duration {
+    deadline.saturating_duration_since(tokio::time::Instant::now())
+}
 
 /// Who a call is run for, as far as replay is concerned: a repeat is only answered from the
 /// store when it comes from the same principal with the same state the tool can see, so one
@@ -165,6 +238,34 @@ mod tests {
             key("c1", "t", a.as_object().unwrap(), ANON),
             key("c2", "t", a.as_object().unwrap(), ANON)
         );
+    }
+
+    #[test]
+    fn stored_results_survive_the_shared_store_encoding() {
+        use crate::call::ErrorKind;
+        use crate::store::Codec as _;
+        let ok = Stored {
+            outcome: Outcome::Ok(json!({"a": [1, "x", null], "b": {"c": true}})),
+            files: vec![
+                ToolFile::try_new("chart.png", "image/png", bytes::Bytes::from_static(b"\x89PNG\0bin")).unwrap(),
+            ],
+            truncated: true,
+            attempts: 2,
+        };
+        assert_eq!(Stored::decode(&ok.encode()), Some(ok));
+        let null = Stored {
+            outcome: Outcome::Ok(Value::Null),
+            files: vec![],
+            truncated: false,
+            attempts: 1,
+        };
+        assert_eq!(Stored::decode(&null.encode()), Some(null));
+        let mut e = ToolError::new(ErrorKind::BackendStatus, "nope", false);
+        e.status = Some(400);
+        let err = Stored::err(e);
+        assert_eq!(Stored::decode(&err.encode()), Some(err));
+        assert_eq!(Stored::decode(b"not json"), None);
+        assert_eq!(Stored::decode(br#"{"outcome":{"Ok":1},"files":[{"filename":"a","mime_type":"x/y","data":"!!"}],"truncated":false,"attempts":1}"#), None);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The default claim store: in memory, bounded by entries and by bytes, values expired after a
 //! TTL, oldest evicted first. One mutex; every operation is O(1) amortised (expiry pops from
-//! the front of an insertion-ordered queue).
+//! the front of an insertion-ordered queue). Its async operations never suspend and never fail
+//! (no I/O), so the per-call cost is the same as a plain function call's. Claims do not lapse
+//! here: the holder is in this process and its [`super::ClaimGuard`] releases the key when it
+//! goes away.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -9,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Claim, ClaimStore, Weigh};
+use super::{Claim, ClaimStore, Lease, Pending, StoreError, Waited, Weigh};
 
 enum Entry<V> {
     Running {
@@ -80,8 +83,8 @@ impl<V: Weigh> MemoryStore<V> {
     }
 }
 
-impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
-    fn claim(&self, key: &str, fingerprint: &str) -> Claim<V> {
+impl<V: Weigh> MemoryStore<V> {
+    fn claim_now(&self, key: &str, fingerprint: &str) -> Claim<V> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         self.expire(&mut inner);
         match inner.entries.get(key) {
@@ -89,7 +92,7 @@ impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
                 Claim::Mismatch
             }
             Some(Entry::Done { value, .. }) => Claim::Done(value.clone()),
-            Some(Entry::Running { tx, .. }) => Claim::InFlight(tx.subscribe()),
+            Some(Entry::Running { tx, .. }) => Claim::InFlight(Pending::Local(tx.subscribe())),
             None => {
                 let (tx, _rx) = watch::channel(None);
                 inner.entries.insert(
@@ -99,12 +102,12 @@ impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
                         tx,
                     },
                 );
-                Claim::Fresh
+                Claim::Fresh(Lease::default())
             }
         }
     }
 
-    fn complete(&self, key: &str, value: V) {
+    fn complete_now(&self, key: &str, value: V) {
         let bytes = value.weight() + key.len() + ENTRY_OVERHEAD;
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(Entry::Running { fingerprint, tx }) = inner.entries.remove(key) else {
@@ -128,12 +131,7 @@ impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
         self.expire(&mut inner);
     }
 
-    fn usage(&self) -> (usize, usize) {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        (inner.order.len(), inner.bytes)
-    }
-
-    fn abandon(&self, key: &str) {
+    fn abandon_now(&self, key: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(Entry::Running { .. }) = inner.entries.get(key)
             && let Some(Entry::Running { tx, .. }) = inner.entries.remove(key)
@@ -141,6 +139,45 @@ impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
             // Waiters see `None` and claim again.
             let _ = tx.send(None);
         }
+    }
+}
+
+impl<V: Weigh> ClaimStore<V> for MemoryStore<V> {
+    async fn claim(&self, key: &str, fingerprint: &str, _lease: Duration) -> Result<Claim<V>, StoreError> {
+        Ok(self.claim_now(key, fingerprint))
+    }
+
+    async fn wait(
+        &self,
+        _key: &str,
+        _fingerprint: &str,
+        pending: Pending<V>,
+        deadline: Instant,
+    ) -> Result<Waited<V>, StoreError> {
+        Ok(match pending {
+            Pending::Local(mut rx) => super::wait_local(&mut rx, deadline).await,
+            // Never handed out by this store: claim again.
+            Pending::Remote => Waited::Released,
+        })
+    }
+
+    async fn complete(&self, key: &str, _lease: &Lease, value: V) -> Result<(), StoreError> {
+        self.complete_now(key, value);
+        Ok(())
+    }
+
+    async fn abandon(&self, key: &str, _lease: &Lease) -> Result<(), StoreError> {
+        self.abandon_now(key);
+        Ok(())
+    }
+
+    fn abandon_detached(&self, key: String, _lease: Lease) {
+        self.abandon_now(&key);
+    }
+
+    fn usage(&self) -> (usize, usize) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (inner.order.len(), inner.bytes)
     }
 }
 
@@ -159,37 +196,37 @@ mod tests {
     #[tokio::test]
     async fn second_claim_waits_for_the_first_then_sees_the_stored_value() {
         let s = MemoryStore::new(Duration::from_secs(60), 100, 1 << 20);
-        assert!(matches!(s.claim("k", ""), Claim::Fresh));
-        let Claim::InFlight(mut rx) = s.claim("k", "") else {
+        assert!(matches!(s.claim_now("k", ""), Claim::Fresh(_)));
+        let Claim::InFlight(Pending::Local(mut rx)) = s.claim_now("k", "") else {
             panic!("in flight")
         };
-        s.complete("k", V("1".into()));
+        s.complete_now("k", V("1".into()));
         rx.changed().await.unwrap();
         assert_eq!(*rx.borrow(), Some(V("1".into())));
-        assert!(matches!(s.claim("k", ""), Claim::Done(v) if v == V("1".into())));
+        assert!(matches!(s.claim_now("k", ""), Claim::Done(v) if v == V("1".into())));
     }
 
     #[tokio::test]
     async fn abandoned_claims_release_waiters() {
         let s: MemoryStore<V> = MemoryStore::new(Duration::from_secs(60), 100, 1 << 20);
-        assert!(matches!(s.claim("k", ""), Claim::Fresh));
-        let Claim::InFlight(mut rx) = s.claim("k", "") else {
+        assert!(matches!(s.claim_now("k", ""), Claim::Fresh(_)));
+        let Claim::InFlight(Pending::Local(mut rx)) = s.claim_now("k", "") else {
             panic!("in flight")
         };
-        s.abandon("k");
+        s.abandon_now("k");
         rx.changed().await.unwrap();
         assert_eq!(*rx.borrow(), None);
-        assert!(matches!(s.claim("k", ""), Claim::Fresh));
+        assert!(matches!(s.claim_now("k", ""), Claim::Fresh(_)));
     }
 
     #[test]
     fn another_fingerprint_is_a_mismatch_running_or_done() {
         let s = MemoryStore::new(Duration::from_secs(60), 100, 1 << 20);
-        assert!(matches!(s.claim("k", "a"), Claim::Fresh));
-        assert!(matches!(s.claim("k", "b"), Claim::Mismatch));
-        s.complete("k", V("x".into()));
-        assert!(matches!(s.claim("k", "b"), Claim::Mismatch));
-        assert!(matches!(s.claim("k", "a"), Claim::Done(_)));
+        assert!(matches!(s.claim_now("k", "a"), Claim::Fresh(_)));
+        assert!(matches!(s.claim_now("k", "b"), Claim::Mismatch));
+        s.complete_now("k", V("x".into()));
+        assert!(matches!(s.claim_now("k", "b"), Claim::Mismatch));
+        assert!(matches!(s.claim_now("k", "a"), Claim::Done(_)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -197,21 +234,24 @@ mod tests {
         let s = MemoryStore::new(Duration::from_secs(10), 50, 20_000);
         for i in 0..1000 {
             let k = format!("k{i}");
-            assert!(matches!(s.claim(&k, ""), Claim::Fresh));
-            s.complete(&k, V("x".repeat(200)));
+            assert!(matches!(s.claim_now(&k, ""), Claim::Fresh(_)));
+            s.complete_now(&k, V("x".repeat(200)));
             let (n, bytes) = s.usage();
             assert!(n <= 50 && bytes <= 20_000, "{n} entries, {bytes} bytes");
         }
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(matches!(s.claim("k999", ""), Claim::Fresh), "expired after the TTL");
+        assert!(
+            matches!(s.claim_now("k999", ""), Claim::Fresh(_)),
+            "expired after the TTL"
+        );
     }
 
     #[test]
     fn a_value_over_the_byte_bound_is_not_kept() {
         let s = MemoryStore::new(Duration::from_secs(60), 100, 1_000);
-        assert!(matches!(s.claim("big", ""), Claim::Fresh));
-        s.complete("big", V("x".repeat(2_000)));
+        assert!(matches!(s.claim_now("big", ""), Claim::Fresh(_)));
+        s.complete_now("big", V("x".repeat(2_000)));
         assert_eq!(s.usage(), (0, 0));
-        assert!(matches!(s.claim("big", ""), Claim::Fresh));
+        assert!(matches!(s.claim_now("big", ""), Claim::Fresh(_)));
     }
 }

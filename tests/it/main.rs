@@ -33,5 +33,6 @@ mod security;
 mod security_exec;
 mod security_secrets;
 mod security_tls;
+mod store_redis;
 mod stream_in;
 mod streaming;

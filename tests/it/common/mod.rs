@@ -10,6 +10,7 @@ pub mod logs;
 pub mod mock_backend;
 pub mod proc_watch;
 pub mod procs;
+pub mod redis;
 pub mod server;
 pub mod tls_backend;
 pub mod tools;
