@@ -125,6 +125,9 @@ pub enum ErrorKind {
     /// The TLS handshake with the backend failed (untrusted or wrong-name certificate, refused
     /// client certificate). Never retryable.
     TlsError,
+    /// An MCP tool answered with `isError: true`: the tool ran and reported a failure the model
+    /// should read. Not retried by toolwire.
+    ToolError,
     Internal,
 }
 
@@ -147,6 +150,7 @@ impl ErrorKind {
             ErrorKind::Blocked => "blocked",
             ErrorKind::MissingState => "missing_state",
             ErrorKind::TlsError => "tls_error",
+            ErrorKind::ToolError => "tool_error",
             ErrorKind::Internal => "internal",
         }
     }

@@ -43,6 +43,7 @@ pub mod cli;
 pub mod config;
 pub mod executor;
 pub mod health;
+pub mod mcp;
 pub mod provider;
 pub mod redact;
 pub mod registry;
