@@ -1191,6 +1191,16 @@ pub fn mcp_servers(loaded: &LoadedDir, defaults: &ToolDefaults) -> Vec<McpServer
         .collect()
 }
 
+/// Most bytes of one message read from an MCP server: room for a result of `max_read_bytes`
+/// with its files base64-encoded inside JSON, and at least 16 MiB, so that a large result
+/// reaches the mapping (which cuts it to `max_read_bytes`) instead of being dropped whole.
+pub fn max_mcp_message(max_read_bytes: usize) -> usize {
+    max_read_bytes
+        .saturating_mul(2)
+        .saturating_add(64 * 1024)
+        .max(16 * 1024 * 1024)
+}
+
 /// Longest `[[mcp]]` name: leaves room for the tool's own name in the 64-character rule.
 const MAX_MCP_NAME: usize = 32;
 
@@ -1412,8 +1422,7 @@ fn check_mcp_servers(
             McpServerSpec {
                 name,
                 transport,
-                // A result carries its files base64-encoded inside JSON: room for that.
-                max_message_bytes: max_read_bytes.saturating_mul(2).saturating_add(64 * 1024),
+                max_message_bytes: max_mcp_message(max_read_bytes),
                 kill_grace,
                 source: server.file.clone(),
             },

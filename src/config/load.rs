@@ -241,7 +241,7 @@ fn parse_entry<T: serde::de::DeserializeOwned>(
         Err(e) => {
             let key = e.path().to_string();
             let key = if key == "." {
-                prefix.clone()
+                prefix
             } else {
                 format!("{prefix}.{key}")
             };

@@ -23,6 +23,7 @@ mod files;
 mod fuzz_corpus;
 mod golden;
 mod k8s_swap;
+mod mcp_backend;
 mod observability;
 mod openapi_contract;
 mod reliability;

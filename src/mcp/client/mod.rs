@@ -41,7 +41,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _, Peer, RoleClient, ServiceError};
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -132,16 +132,22 @@ impl Drop for Inner {
     }
 }
 
+/// The live connection calls use, and the token a call cancels when it finds the transport
+/// broken (one per connection, so a late report cannot end the next connection).
+#[derive(Clone)]
+struct Conn {
+    peer: Peer<RoleClient>,
+    broken: CancellationToken,
+}
+
 /// One server: its spec, its live connection (if any), what it listed last, and its state.
 struct Server {
     spec: McpServerSpec,
     state: Mutex<State>,
-    conn: Mutex<Option<Peer<RoleClient>>>,
+    conn: Mutex<Option<Conn>>,
     tools: Mutex<Option<Vec<DiscoveredTool>>>,
     /// Cancelled when the server is removed or replaced (or the hub dropped).
     stop: CancellationToken,
-    /// A call found the transport broken: reconnect.
-    kick: Notify,
     /// `true` once the first connection attempt has ended (either way).
     first_done: watch::Sender<bool>,
     /// Masks the server's configured header and env values in errors shown.
@@ -207,11 +213,21 @@ impl McpHub {
         }
     }
 
-    /// The hub of a server config: its HTTP client settings and egress policy, no shim.
+    /// The hub of a server config: its HTTP client settings and egress policy; stdio servers
+    /// spawned in `exec`.
     pub fn from_config(config: &crate::config::ServerConfig, exec: ExecContext) -> Result<Self, BackendError> {
+        Self::from_config_with(config, exec, HubSettings::default())
+    }
+
+    /// [`McpHub::from_config`] with other settings (tests shorten the backoff).
+    pub fn from_config_with(
+        config: &crate::config::ServerConfig,
+        exec: ExecContext,
+        settings: HubSettings,
+    ) -> Result<Self, BackendError> {
         let egress = EgressPolicy::from_config(&config.egress);
         let http = crate::backend::http::HttpBackend::with_egress(&config.http_client, egress.clone())?;
-        Ok(Self::new(http.client(), egress, exec, HubSettings::default()))
+        Ok(Self::new(http.client(), egress, exec, settings))
     }
 
     /// Called whenever a server's tool list may have changed outside a reload (its
@@ -361,7 +377,7 @@ impl McpHub {
                 retry_after: None,
             });
         };
-        let Some(peer) = server.peer() else {
+        let Some(Conn { peer, broken }) = server.conn() else {
             let state = server.state();
             let retry_after = state.next_attempt.map(|t| t.saturating_duration_since(Instant::now()));
             let why = state.last_error.unwrap_or_else(|| "it is starting".to_owned());
@@ -385,7 +401,7 @@ impl McpHub {
                     .map_err(|e| BackendError::InvalidOutput(format!("the MCP result cannot be read: {e}")))?;
                 result::map_result(value, attempt.policy.max_read_bytes)
             }
-            Ok(Err(e)) => Err(server.call_error(e)),
+            Ok(Err(e)) => Err(server.call_error(e, &broken)),
         }
     }
 }
@@ -418,7 +434,6 @@ impl Server {
             conn: Mutex::new(None),
             tools: Mutex::new(None),
             stop: CancellationToken::new(),
-            kick: Notify::new(),
             first_done,
         });
         tokio::spawn(supervise(Arc::clone(&server), hub));
@@ -426,6 +441,10 @@ impl Server {
     }
 
     fn peer(&self) -> Option<Peer<RoleClient>> {
+        self.conn().map(|c| c.peer)
+    }
+
+    fn conn(&self) -> Option<Conn> {
         self.conn
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -500,7 +519,7 @@ impl Server {
     }
 
     /// The error of a failed request; a broken transport also makes the supervisor reconnect.
-    fn call_error(&self, e: ServiceError) -> BackendError {
+    fn call_error(&self, e: ServiceError, broken: &CancellationToken) -> BackendError {
         match e {
             ServiceError::McpError(data) => {
                 let message = self.redact(&data.message);
@@ -523,7 +542,7 @@ impl Server {
             }
             other => {
                 let message = self.redact(&other.to_string());
-                self.kick.notify_one();
+                broken.cancel();
                 BackendError::Disconnected(message)
             }
         }
@@ -580,6 +599,7 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
         match attempt {
             Ok(Ok(live)) => {
                 let peer = live.running.peer().clone();
+                let broken = CancellationToken::new();
                 let version = peer.peer_info().map(|i| i.protocol_version.to_string());
                 let listed = list_tools(&peer, &settings).await;
                 let first = {
@@ -595,7 +615,10 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                     st.connects += 1;
                     st.connects == 1
                 };
-                *server.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(peer);
+                *server.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Conn {
+                    peer,
+                    broken: broken.clone(),
+                });
                 tracing::info!(server = %server.spec.name, "MCP server connected.");
                 match listed {
                     Ok(tools) => {
@@ -610,7 +633,8 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                 }
                 server.first_done.send_replace(true);
                 backoff = settings.backoff_initial;
-                let why = wait_closed(live, &server).await;
+                let why = wait_closed(live, &server, &broken).await;
+
                 if server.stop.is_cancelled() {
                     *server.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                     break;
@@ -634,7 +658,7 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
 }
 
 /// Waits until the connection ends; returns why. The child (if any) is stopped and reaped.
-async fn wait_closed(live: Live, server: &Server) -> String {
+async fn wait_closed(live: Live, server: &Server, broken: &CancellationToken) -> String {
     let Live { running, mut child } = live;
     let reason = {
         let exited = async {
@@ -647,7 +671,7 @@ async fn wait_closed(live: Live, server: &Server) -> String {
             _ = running.waiting() => "the connection closed".to_owned(),
             r = exited => format!("the server process {}", r.unwrap_or_else(|| "ended".to_owned())),
             () = server.stop.cancelled() => "stopped".to_owned(),
-            () = server.kick.notified() => "a request found the transport broken".to_owned(),
+            () = broken.cancelled() => "a request found the transport broken".to_owned(),
         }
     };
     // `running` is dropped by now, which cancels the client; then the child goes.
