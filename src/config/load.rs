@@ -240,11 +240,7 @@ fn parse_entry<T: serde::de::DeserializeOwned>(
         Ok(config) => Some((config, unresolved)),
         Err(e) => {
             let key = e.path().to_string();
-            let key = if key == "." {
-                prefix
-            } else {
-                format!("{prefix}.{key}")
-            };
+            let key = if key == "." { prefix } else { format!("{prefix}.{key}") };
             out.diagnostics
                 .push(Diagnostic::error(path, name.as_deref(), key, e.inner().to_string()));
             None

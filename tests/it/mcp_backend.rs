@@ -463,20 +463,32 @@ async fn a_server_that_dies_mid_call_is_restarted_and_its_call_fails_clearly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_swaps_the_new_tool_in() {
+    // Legacy: the notification on the connection; modern: a `subscriptions/listen` event.
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "mcp.toml", &stdio_entry("old", &["--legacy"], ""));
+    write(
+        dir.path(),
+        "mcp.toml",
+        &format!(
+            "{}{}",
+            stdio_entry("old", &["--legacy"], ""),
+            stdio_entry("new", &[], "")
+        ),
+    );
     let node = Node::start(dir.path()).await;
-    let before = node.state.registry.load().version.clone();
-    assert!(node.state.registry.load().get("old__added_later").is_none());
-    let r = node.call("old__add_tool", json!({})).await;
-    assert_eq!(r["output"], json!("added"), "{r}");
-    eventually("the new tool is in the registry", async || {
-        node.state.registry.load().get("old__added_later").is_some()
-    })
-    .await;
-    assert_ne!(node.state.registry.load().version, before);
-    let r = node.call("old__added_later", json!({})).await;
-    assert_eq!(r["output"], json!("new"), "{r}");
+    for server in ["old", "new"] {
+        let added = format!("{server}__added_later");
+        let before = node.state.registry.load().version.clone();
+        assert!(node.state.registry.load().get(&added).is_none());
+        let r = node.call(&format!("{server}__add_tool"), json!({})).await;
+        assert_eq!(r["output"], json!("added"), "{r}");
+        eventually("the new tool is in the registry", async || {
+            node.state.registry.load().get(&added).is_some()
+        })
+        .await;
+        assert_ne!(node.state.registry.load().version, before);
+        let r = node.call(&added, json!({})).await;
+        assert_eq!(r["output"], json!("new"), "{r}");
+    }
     node.shut_down().await;
 }
 

@@ -33,6 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
+    ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -633,6 +634,7 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                 }
                 server.first_done.send_replace(true);
                 backoff = settings.backoff_initial;
+                let _listening = listen_for_changes(&live, &hub);
                 let why = wait_closed(live, &server, &broken).await;
 
                 if server.stop.is_cancelled() {
@@ -655,6 +657,45 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
         backoff = (backoff * 2).min(settings.backoff_max);
     }
     *server.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// On a modern (2026-07-28) connection list changes come only on a `subscriptions/listen`
+/// stream the client opens: open one when the server offers it, and call the hook on every
+/// `tools/list_changed` it delivers. The task ends with the connection (aborted on drop).
+fn listen_for_changes(live: &Live, hub: &Weak<Inner>) -> Option<AbortOnDrop> {
+    let peer = live.running.peer().clone();
+    let info = peer.peer_info()?;
+    let offers = info.capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true);
+    if info.protocol_version.has_initialize() || !offers {
+        return None;
+    }
+    let hub = Weak::clone(hub);
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut sub = match peer.listen(filter).await {
+            Ok(sub) => sub,
+            Err(e) => {
+                tracing::debug!(error = %e, "MCP subscriptions/listen refused.");
+                return;
+            }
+        };
+        while let Ok(Some(n)) = sub.next().await {
+            if matches!(n, ServerNotification::ToolListChangedNotification(_))
+                && let Some(h) = hub.upgrade()
+            {
+                h.tools_changed();
+            }
+        }
+    })))
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Waits until the connection ends; returns why. The child (if any) is stopped and reaped.
