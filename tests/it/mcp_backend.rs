@@ -588,3 +588,57 @@ fn toolwire_check_lists_the_servers_tools() {
     assert!(v["tools"].as_array().unwrap().contains(&json!("fx__echo")), "{v}");
     assert_eq!(v["mcp"][0]["state"], "connected", "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_server_that_breaks_the_wire_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mcp/raw_server.py")
+        .display()
+        .to_string();
+    let cmd = serde_json::to_string(&[python().display().to_string(), raw]).unwrap();
+    write(
+        dir.path(),
+        "mcp.toml",
+        &format!("[[mcp]]\nname = \"raw\"\ncommand = {cmd}\ntimeout = \"2s\"\nretry = {{ max_attempts = 1 }}\n"),
+    );
+    let node = Node::start(dir.path()).await;
+    assert_eq!(
+        node.server_status("raw").protocol_version.as_deref(),
+        Some("2025-06-18")
+    );
+    let reg = node.state.registry.load();
+    // Both pages; names mapped to the portable pattern; the long one cut with a hash suffix.
+    assert!(reg.get("raw__echo").is_some());
+    assert!(reg.get("raw__read_file_v2").is_some());
+    let long: Vec<&str> = reg
+        .tools()
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| n.starts_with("raw__xxxx"))
+        .collect();
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert_eq!(long[0].len(), 64);
+    assert!(toolwire::tool_name::ToolName::is_valid(long[0]));
+    // `a.b` and `a_b` both map to `raw__a_b`: the first stays, the second is reported.
+    assert!(reg.get("raw__a_b").is_some());
+    assert!(
+        reg.warnings.iter().any(|w| w.message.contains("maps to `raw__a_b`")),
+        "{:?}",
+        reg.warnings
+    );
+    drop(reg);
+    // Garbage lines, a stray response and a notification flood before the answer.
+    for i in 0..3 {
+        let r = node
+            .call("raw__echo", json!({"text": format!("through the noise {i}")}))
+            .await;
+        assert_eq!(r["output"], json!(format!("through the noise {i}")), "{r}");
+    }
+    // A request that never gets an answer ends at its timeout; the server still serves.
+    let r = node.call("raw__silent", json!({})).await;
+    assert_error(&r, "timeout", true, 1);
+    let r = node.call("raw__echo", json!({"text": "still"})).await;
+    assert_eq!(r["output"], json!("still"), "{r}");
+    node.shut_down().await;
+}
