@@ -51,12 +51,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // MCP servers are started (bounded by the hub's first wait) so their tools are listed.
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let (result, mcp) = runtime.block_on(async {
-                let hub = McpHub::from_config(&config, Default::default())?;
-                let result = toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, &hub).await;
-                let status = hub.status();
-                hub.shut_down().await;
-                anyhow::Ok((result, status))
-            })?;
+                match McpHub::from_config(&config, Default::default()) {
+                    Ok(hub) => {
+                        let result = toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, &hub).await;
+                        let status = hub.status();
+                        hub.shut_down().await;
+                        (result, status)
+                    }
+                    // The server config's HTTP client cannot be built (e.g. a bad `ca_file`):
+                    // still report the tools; MCP servers then contribute none.
+                    Err(e) => {
+                        eprintln!("warning: MCP servers not started: {e}");
+                        (Registry::load(&config.tools_dir, &config.defaults), Vec::new())
+                    }
+                }
+            });
             let report = CheckReport {
                 config: &config,
                 result: &result,

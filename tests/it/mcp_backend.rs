@@ -642,3 +642,49 @@ async fn a_hand_written_server_that_breaks_the_wire_rules() {
     assert_eq!(r["output"], json!("still"), "{r}");
     node.shut_down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_egress_policy_applies_to_http_servers() {
+    let modern = HttpFixture::start(&[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mcp.toml",
+        &format!("[[mcp]]\nname = \"web\"\nurl = \"{}\"\n", modern.url),
+    );
+    let mut config = config_for(dir.path());
+    config.egress.deny = vec!["127.0.0.0/8".into()];
+    let node = Node::start_config(config).await;
+    let st = node.server_status("web");
+    assert_eq!(st.state, "failing", "{st:?}");
+    assert!(
+        st.last_error.as_deref().unwrap_or("").contains("egress policy"),
+        "{st:?}"
+    );
+    assert!(node.state.registry.load().get("web__echo").is_none());
+    node.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_server_is_stopped_and_reaped_on_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "mcp.toml", &stdio_entry("fx", &[], "kill_grace = \"1s\""));
+    let node = Node::start(dir.path()).await;
+    let r = node.call("fx__pid", json!({})).await;
+    let pid: i32 = r["output"].as_str().unwrap().parse().unwrap();
+    let alive = |pid: i32| {
+        // A zombie would still have a /proc entry in state Z: count it as alive.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok()
+    };
+    assert!(alive(pid));
+    write(dir.path(), "mcp.toml", "tools = []\n");
+    let reloaded = toolwire::reload::reload_now(&node.state.reloader).await;
+    assert!(
+        matches!(reloaded, toolwire::reload::Reloaded::Swapped { .. }),
+        "{reloaded:?}"
+    );
+    assert!(node.state.registry.load().get("fx__echo").is_none());
+    assert!(node.hub.status().is_empty());
+    eventually("the server process is gone and reaped", async || !alive(pid)).await;
+    node.shut_down().await;
+}
