@@ -518,7 +518,11 @@ async fn floods_and_huge_results_stay_bounded() {
     write(
         dir.path(),
         "mcp.toml",
-        &stdio_entry("fx", &[], "max_output_bytes = 10000\nmax_read_bytes = 100000"),
+        &stdio_entry(
+            "fx",
+            &[],
+            "max_output_bytes = 10000\nmax_read_bytes = 100000\ntimeout = \"5s\"\nretry = { max_attempts = 1 }",
+        ),
     );
     let node = Node::start(dir.path()).await;
     let r = node.call("fx__flood", json!({"n": 3000})).await;
@@ -530,6 +534,12 @@ async fn floods_and_huge_results_stay_bounded() {
     assert!(r["output"].as_str().unwrap().len() <= 10_000);
     let r = node.call("fx__echo", json!({"text": "fine"})).await;
     assert_eq!(r["output"], json!("fine"), "{r}");
+    // A message over the 16 MiB cap is dropped unread: the call ends at its timeout and the
+    // connection serves on.
+    let r = node.call("fx__huge", json!({"mb": 20})).await;
+    assert_error(&r, "timeout", true, 1);
+    let r = node.call("fx__echo", json!({"text": "after the giant"})).await;
+    assert_eq!(r["output"], json!("after the giant"), "{r}");
     node.shut_down().await;
 }
 
