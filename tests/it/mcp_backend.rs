@@ -698,3 +698,56 @@ async fn a_removed_server_is_stopped_and_reaped_on_reload() {
     eventually("the server process is gone and reaped", async || !alive(pid)).await;
     node.shut_down().await;
 }
+
+/// Processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_the_handshake_is_bounded_and_cleaned_up() {
+    let dir = tempfile::tempdir().unwrap();
+    // A unique duration marks this test's children.
+    let marker = format!("3599.{}", std::process::id());
+    write(
+        dir.path(),
+        "mcp.toml",
+        &format!(
+            "{}[[mcp]]\nname = \"mute\"\ncommand = [\"sleep\", \"{marker}\"]\nkill_grace = \"200ms\"\n",
+            stdio_entry("fx", &[], "")
+        ),
+    );
+    let mut config = config_for(dir.path());
+    config.reload.debounce = toolwire::config::HumanDuration(Duration::from_millis(50));
+    let executor = Executor::new(&config).unwrap();
+    let settings = HubSettings {
+        connect_timeout: Duration::from_secs(2),
+        ..fast_settings()
+    };
+    let hub = McpHub::from_config_with(&config, executor.exec_context(), settings).unwrap();
+    let registry = toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, &hub)
+        .await
+        .unwrap();
+    // The mute server delays nobody: fx's tools are in, mute's state says why it has none.
+    assert!(registry.get("fx__echo").is_some());
+    let mute = hub.status().into_iter().find(|s| s.name == "mute").unwrap();
+    assert_eq!(mute.state, "failing", "{mute:?}");
+    assert!(
+        mute.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no answer to the MCP handshake"),
+        "{mute:?}"
+    );
+    hub.shut_down().await;
+    eventually("every `sleep` child is gone", async || processes_with(&marker) == 0).await;
+}
