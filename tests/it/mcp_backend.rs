@@ -50,11 +50,10 @@ struct HttpFixture {
 
 impl HttpFixture {
     async fn start(extra: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Self::start_on(free_port(), extra).await
+    }
+
+    async fn start_on(port: u16, extra: &[&str]) -> Self {
         let child = std::process::Command::new(python())
             .arg(fixture())
             .arg("http")
@@ -81,6 +80,14 @@ impl Drop for HttpFixture {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The real server with an MCP hub, on 127.0.0.1:0, reloading on `list_changed`.
@@ -715,16 +722,14 @@ fn processes_with(marker: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_the_handshake_is_bounded_and_cleaned_up() {
+    // (That it delays no other server is `one_broken_server_never_takes_the_others_down`.)
     let dir = tempfile::tempdir().unwrap();
     // A unique duration marks this test's children.
     let marker = format!("3599.{}", std::process::id());
     write(
         dir.path(),
         "mcp.toml",
-        &format!(
-            "{}[[mcp]]\nname = \"mute\"\ncommand = [\"sleep\", \"{marker}\"]\nkill_grace = \"200ms\"\n",
-            stdio_entry("fx", &[], "")
-        ),
+        &format!("[[mcp]]\nname = \"mute\"\ncommand = [\"sleep\", \"{marker}\"]\nkill_grace = \"200ms\"\n"),
     );
     let mut config = config_for(dir.path());
     config.reload.debounce = toolwire::config::HumanDuration(Duration::from_millis(50));
@@ -737,8 +742,8 @@ async fn a_server_that_never_answers_the_handshake_is_bounded_and_cleaned_up() {
     let registry = toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, &hub)
         .await
         .unwrap();
-    // The mute server delays nobody: fx's tools are in, mute's state says why it has none.
-    assert!(registry.get("fx__echo").is_some());
+    // The load went on without it; its state says why it has no tools.
+    assert!(registry.is_empty());
     let mute = hub.status().into_iter().find(|s| s.name == "mute").unwrap();
     assert_eq!(mute.state, "failing", "{mute:?}");
     assert!(
@@ -750,4 +755,27 @@ async fn a_server_that_never_answers_the_handshake_is_bounded_and_cleaned_up() {
     );
     hub.shut_down().await;
     eventually("every `sleep` child is gone", async || processes_with(&marker) == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_comes_up_after_the_load_joins_the_set() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "mcp.toml",
+        &format!("[[mcp]]\nname = \"late\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    );
+    let node = Node::start(dir.path()).await;
+    assert_eq!(node.server_status("late").state, "failing");
+    let r = node.call("late__echo", json!({"text": "x"})).await;
+    assert_error(&r, "unknown_tool", false, 0);
+    let _server = HttpFixture::start_on(port, &[]).await;
+    eventually("its tools are swapped in", async || {
+        node.state.registry.load().get("late__echo").is_some()
+    })
+    .await;
+    let r = node.call("late__echo", json!({"text": "made it"})).await;
+    assert_eq!(r["output"], json!("made it"), "{r}");
+    node.shut_down().await;
 }

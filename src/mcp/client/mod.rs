@@ -603,7 +603,7 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                 let broken = CancellationToken::new();
                 let version = peer.peer_info().map(|i| i.protocol_version.to_string());
                 let listed = list_tools(&peer, &settings).await;
-                let first = {
+                {
                     let mut st = server.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     st.connected = true;
                     st.protocol_version = version;
@@ -614,8 +614,7 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                         st.restarts += 1;
                     }
                     st.connects += 1;
-                    st.connects == 1
-                };
+                }
                 *server.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Conn {
                     peer,
                     broken: broken.clone(),
@@ -623,8 +622,10 @@ async fn supervise(server: Arc<Server>, hub: Weak<Inner>) {
                 tracing::info!(server = %server.spec.name, "MCP server connected.");
                 match listed {
                     Ok(tools) => {
+                        // A new or different list (a server that came up after the load, or
+                        // came back with other tools) is swapped in by a reload. Right after a
+                        // load this is one reload more that finds nothing changed.
                         if server.set_tools(tools)
-                            && !first
                             && let Some(h) = hub.upgrade()
                         {
                             h.tools_changed();
