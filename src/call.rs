@@ -129,6 +129,9 @@ pub enum ErrorKind {
     /// The shared replay store (Redis) did not answer, and the tool is not idempotent: running
     /// it without deduplication could run it twice. Retryable.
     StoreUnavailable,
+    /// An MCP tool answered with `isError: true`: the tool ran and reported a failure the model
+    /// should read. Not retried by toolwire.
+    ToolError,
     Internal,
 }
 
@@ -152,6 +155,7 @@ impl ErrorKind {
             ErrorKind::MissingState => "missing_state",
             ErrorKind::TlsError => "tls_error",
             ErrorKind::StoreUnavailable => "store_unavailable",
+            ErrorKind::ToolError => "tool_error",
             ErrorKind::Internal => "internal",
         }
     }

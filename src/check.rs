@@ -11,6 +11,8 @@ use crate::registry::Registry;
 pub struct CheckReport<'a> {
     pub config: &'a ServerConfig,
     pub result: &'a Result<Registry, Vec<Diagnostic>>,
+    /// The MCP servers' states after their tools were listed.
+    pub mcp: &'a [crate::mcp::ServerStatus],
 }
 
 impl CheckReport<'_> {
@@ -69,6 +71,17 @@ impl CheckReport<'_> {
                 let _ = writeln!(out, "{}", line.join("  ").trim_end());
             }
         }
+        for s in self.mcp {
+            let mut line = format!("mcp server {} ({}): {}", s.name, s.transport, s.state);
+            if let Some(v) = &s.protocol_version {
+                line.push_str(&format!(", protocol {v}"));
+            }
+            line.push_str(&format!(", {} tools listed", s.tools));
+            if let Some(e) = &s.last_error {
+                line.push_str(&format!("; last error: {e}"));
+            }
+            let _ = writeln!(out, "{line}");
+        }
         for d in self.diagnostics() {
             let _ = writeln!(out, "{d}");
         }
@@ -91,6 +104,7 @@ impl CheckReport<'_> {
             "version": self.result.as_ref().ok().map(|r| r.version.clone()),
             "tools": tools,
             "diagnostics": self.diagnostics(),
+            "mcp": self.mcp,
         })
     }
 }

@@ -26,6 +26,10 @@
 //!   retry{timeout{backend}} → bound the output; one result per call, in order.
 //! - [`backend`]: one entry point ([`backend::Backends`]), one module per kind (HTTP, subprocess
 //!   with its exec shim and reaper), egress policy, TLS clients, files.
+//! - [`mcp`]: MCP servers as backends — the hub that keeps one live connection per `[[mcp]]`
+//!   server (stdio children via the subprocess code, Streamable HTTP via the egress-guarded
+//!   client), lists their tools before every registry build and runs their calls for
+//!   [`backend`] (through the `backend::McpCaller` trait, so `backend` does not depend on it).
 //! - [`store`]: the claim store behind replay and `Idempotency-Key` (in memory by default, or
 //!   Redis shared by every replica).
 //! - [`redact`]: masking of secrets (and their encoded forms) in outputs, errors and logs.

@@ -13,6 +13,7 @@ use toolwire::check::CheckReport;
 use toolwire::cli::{Cli, Command, ConfigArgs};
 use toolwire::config::ServerConfig;
 use toolwire::executor::Executor;
+use toolwire::mcp::McpHub;
 use toolwire::provider::catalog::{self, ToolFilter};
 use toolwire::provider::{DeclareOptions, Provider};
 use toolwire::registry::Registry;
@@ -47,10 +48,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Check(args) => {
             let config = load_config(&args.config)?;
-            let result = Registry::load(&config.tools_dir, &config.defaults);
+            // MCP servers are started (bounded by the hub's first wait) so their tools are listed.
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let (result, mcp) = runtime.block_on(async {
+                match McpHub::from_config(&config, Default::default()) {
+                    Ok(hub) => {
+                        let result = toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, &hub).await;
+                        let status = hub.status();
+                        hub.shut_down().await;
+                        (result, status)
+                    }
+                    // The server config's HTTP client cannot be built (e.g. a bad `ca_file`):
+                    // still report the tools; MCP servers then contribute none.
+                    Err(e) => {
+                        eprintln!("warning: MCP servers not started: {e}");
+                        (Registry::load(&config.tools_dir, &config.defaults), Vec::new())
+                    }
+                }
+            });
             let report = CheckReport {
                 config: &config,
                 result: &result,
+                mcp: &mcp,
             };
             if args.json {
                 write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
@@ -69,7 +88,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let names: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
                 format!("unknown provider `{}`; use one of {}", args.provider, names.join(", "))
             })?;
-            let registry = load_registry(&config)?;
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let registry = runtime.block_on(async {
+                let hub = McpHub::from_config(&config, Default::default())?;
+                let registry = load_registry_mcp(&config, &hub).await;
+                hub.shut_down().await;
+                registry
+            })?;
             let opts = DeclareOptions {
                 strict: args.strict,
                 gemini_openapi: args.gemini_openapi,
@@ -89,12 +114,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => {
             non_dumpable()?;
             let config = load_config(&args.config)?;
-            let registry = load_registry(&config)?;
             let arguments: serde_json::Value = serde_json::from_str(&args.args).context("--args is not valid JSON")?;
             let state = parse_state(args.state.as_deref())?;
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let result = runtime.block_on(async {
                 let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
+                let hub = McpHub::from_config(&config, executor.exec_context())?;
+                let registry = load_registry_mcp(&config, &hub).await?;
+                let executor = executor.with_mcp(Some(hub.caller()));
                 let cancel = CancellationToken::new();
                 let ctx = turn::Context {
                     executor: &executor,
@@ -102,7 +129,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     principal: turn::ANONYMOUS,
                     cancel: &cancel,
                 };
-                anyhow::Ok(turn::call_tool(ctx, &args.name, Some(&arguments), &state).await)
+                let result = turn::call_tool(ctx, &args.name, Some(&arguments), &state).await;
+                hub.shut_down().await;
+                anyhow::Ok(result)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&result)?))?;
             Ok(if result.is_ok() {
@@ -114,7 +143,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Execute(args) => {
             non_dumpable()?;
             let config = load_config(&args.config)?;
-            let registry = load_registry(&config)?;
             let (completion, completion_stream) = match &args.stream {
                 Some(path) => (None, Some(stream_input(read_input(Some(path))?))),
                 None => {
@@ -136,6 +164,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let resp = runtime.block_on(async {
                 let executor = Executor::new(&config)?.with_exec_shim(exec_shim());
+                let hub = McpHub::from_config(&config, executor.exec_context())?;
+                let registry = load_registry_mcp(&config, &hub).await?;
+                let executor = executor.with_mcp(Some(hub.caller()));
                 let cancel = CancellationToken::new();
                 let ctx = turn::Context {
                     executor: &executor,
@@ -143,7 +174,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     principal: turn::ANONYMOUS,
                     cancel: &cancel,
                 };
-                anyhow::Ok(turn::run(ctx, prepared, &req).await)
+                let resp = turn::run(ctx, prepared, &req).await;
+                hub.shut_down().await;
+                anyhow::Ok(resp)
             })?;
             write_stdout(&format!("{}\n", serde_json::to_string_pretty(&resp)?))?;
             Ok(ExitCode::SUCCESS)
@@ -186,24 +219,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 config.log_format = format;
             }
             telemetry::init(&config.log, config.log_format);
-            let registry = load_registry(&config)?;
-            for w in &registry.warnings {
-                tracing::warn!(%w, "Tool definition warning.");
-            }
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async move {
-                let listener = server::bind(config.listen, config.listen_backlog)
-                    .with_context(|| format!("binding {}", config.listen))?;
+                let (state, hub) = start_state(config).await?;
+                let listener = server::bind(state.config.listen, state.config.listen_backlog)
+                    .with_context(|| format!("binding {}", state.config.listen))?;
                 let addr = listener.local_addr()?;
-                let tools = registry.len();
-                let version = registry.version.clone();
-                let state = start_state(config, registry)?;
-                tracing::info!(%addr, tools, %version, "Listening.");
+                {
+                    let registry = state.registry.load();
+                    tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
+                }
                 // Stops with the runtime when `serve` returns.
                 let _reloader = toolwire::reload::spawn(state.reloader.clone());
-                server::serve(listener, state, shutdown::signal())
+                let served = server::serve(listener, state, shutdown::signal())
                     .await
-                    .context("serving")
+                    .context("serving");
+                hub.shut_down().await;
+                served
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -216,16 +248,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // stdout carries the protocol: logs (and load errors) go to stderr only.
             telemetry::init(&config.log, config.log_format);
             let default_state = parse_state(args.state.as_deref())?;
-            let registry = load_registry(&config)?;
-            for w in &registry.warnings {
-                tracing::warn!(%w, "Tool definition warning.");
-            }
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async move {
-                let tools = registry.len();
-                let version = registry.version.clone();
                 let max_line = config.limits.body_bytes;
-                let state = start_state(config, registry)?;
+                let (state, hub) = start_state(config).await?;
+                let (tools, version) = {
+                    let registry = state.registry.load();
+                    (registry.len(), registry.version.clone())
+                };
                 let _reloader = toolwire::reload::spawn(state.reloader.clone());
                 let engine = std::sync::Arc::new(toolwire::mcp::server::Engine {
                     registry: std::sync::Arc::clone(&state.registry),
@@ -235,9 +265,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     default_state,
                 });
                 tracing::info!(tools, %version, "Serving MCP over stdio.");
-                toolwire::mcp::server::serve_stdio(engine, max_line, shutdown::signal())
+                let served = toolwire::mcp::server::serve_stdio(engine, max_line, shutdown::signal())
                     .await
-                    .context("serving MCP over stdio")?;
+                    .context("serving MCP over stdio");
+                hub.shut_down().await;
+                served?;
                 tracing::info!("MCP session over stdio ended.");
                 anyhow::Ok(())
             })?;
@@ -248,15 +280,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// What `serve` and `mcp` share once the tools are loaded: the subprocess reaper, the exec
-/// shim, the executor and the API state around the registry. Called inside the runtime.
-fn start_state(config: ServerConfig, registry: Registry) -> anyhow::Result<AppState> {
+/// What `serve` and `mcp` share: the subprocess reaper, the exec shim, the executor, the MCP
+/// hub (its stdio servers are spawned like exec tools, through the shim and the reaper), the
+/// tools with those of the MCP servers, and the API state around them. Called inside the
+/// runtime.
+async fn start_state(config: ServerConfig) -> anyhow::Result<(AppState, McpHub)> {
     // Owned here and by the executor; its sweeping task stops with the runtime.
     let reaper = Reaper::start();
     tracing::debug!(subreaper = reaper.is_some(), "Subprocess reaper started.");
     let shim = exec_shim();
     let executor = Executor::new(&config)?.with_exec_shim(shim).with_reaper(reaper);
-    Ok(AppState::new(config, registry, executor))
+    let hub = McpHub::from_config(&config, executor.exec_context())?;
+    let registry = load_registry_mcp(&config, &hub).await?;
+    for w in &registry.warnings {
+        tracing::warn!(%w, "Tool definition warning.");
+    }
+    let executor = executor.with_mcp(Some(hub.caller()));
+    let state = AppState::new(config, registry, executor).with_mcp(Some(hub.clone()));
+    Ok((state, hub))
 }
 
 /// Called before any secret is read by the commands that run tools: a non-dumpable process's
@@ -281,9 +322,9 @@ fn exec_shim() -> Option<ExecShim> {
     }
 }
 
-/// Loads the tools or fails with every error printed.
-fn load_registry(config: &ServerConfig) -> anyhow::Result<Registry> {
-    match Registry::load(&config.tools_dir, &config.defaults) {
+/// Loads the tools (with the tools of their MCP servers) or fails with every error printed.
+async fn load_registry_mcp(config: &ServerConfig, hub: &McpHub) -> anyhow::Result<Registry> {
+    match toolwire::mcp::load_registry(&config.tools_dir, &config.defaults, hub).await {
         Ok(r) => Ok(r),
         Err(diagnostics) => {
             for d in diagnostics.iter().filter(|d| d.is_error()) {

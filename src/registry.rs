@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::backend::tls;
-use crate::config::load::{LoadedDir, RawTool, load_dir};
+use crate::config::load::{LoadedDir, RawMcp, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
 use crate::config::tls::TlsPaths;
 use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, SizeValue, TlsConfig};
@@ -20,8 +20,8 @@ use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::template::{Segment, Template};
 use crate::tool::ToolTls;
 use crate::tool::{
-    ArgumentRules, BackendSpec, ExecSpec, HttpBody, HttpSpec, Injected, OutputMode, Policy, ResourceLimits,
-    RetryPolicy, StdinMode, Tool,
+    ArgumentRules, BackendSpec, DiscoveredTool, ExecSpec, HttpBody, HttpSpec, Injected, McpDiscovery, McpServerSpec,
+    McpSpec, McpTransport, OutputMode, Policy, ResourceLimits, RetryPolicy, StdinMode, Tool,
 };
 use crate::tool_name::ToolName;
 
@@ -47,6 +47,8 @@ pub struct Registry {
     /// The `${file:}` targets read (watched for rotation by the reloader).
     pub secret_files: Vec<PathBuf>,
     pub files: Vec<PathBuf>,
+    /// The `[[mcp]]` servers of this set (their tools are in the set as ordinary tools).
+    pub mcp_servers: Vec<McpServerSpec>,
 }
 
 impl Registry {
@@ -55,10 +57,24 @@ impl Registry {
         Self::build(load_dir(dir, &|name| std::env::var(name).ok()), defaults)
     }
 
-    /// Checks the loaded tools. `Err` holds every diagnostic (errors and warnings).
+    /// Checks the loaded tools. `Err` holds every diagnostic (errors and warnings). MCP servers
+    /// contribute no tools (see [`Registry::build_with`]).
     pub fn build(loaded: LoadedDir, defaults: &ToolDefaults) -> Result<Registry, Vec<Diagnostic>> {
+        Self::build_with(loaded, defaults, &McpDiscovery::new())
+    }
+
+    /// Checks the loaded tools and adds the tools the MCP servers listed (`discovered`, from
+    /// [`crate::mcp`]). A problem of a discovered tool (a name collision, a schema that does
+    /// not compile) is a warning that leaves that tool out: a server may change its list at any
+    /// time, and that must not make the whole set invalid. `Err` holds every diagnostic.
+    pub fn build_with(
+        loaded: LoadedDir,
+        defaults: &ToolDefaults,
+        discovered: &McpDiscovery,
+    ) -> Result<Registry, Vec<Diagnostic>> {
         let LoadedDir {
             tools,
+            mcp,
             mut diagnostics,
             secrets,
             files,
@@ -87,6 +103,21 @@ impl Registry {
                 order.push(tool);
             }
         }
+        let servers = check_mcp_servers(&mcp, defaults, &mut diagnostics);
+        for (server, policy, filter) in &servers {
+            if let Some(listed) = discovered.get(&server.name) {
+                for tool in mcp_tools(server, policy, filter, listed, &by_name, &mut diagnostics) {
+                    let tool = Arc::new(tool);
+                    by_name.insert(tool.name.clone(), Arc::clone(&tool));
+                    order.push(tool);
+                }
+            }
+        }
+        let version = if servers.is_empty() {
+            version
+        } else {
+            discovery_version(&version, discovered)
+        };
         // A value that failed a check is quoted by its message: show the reference instead.
         redact_diagnostics(&secrets, &mut diagnostics);
         if diagnostics.iter().any(Diagnostic::is_error) {
@@ -106,6 +137,7 @@ impl Registry {
             secrets: values,
             secret_files,
             files,
+            mcp_servers: servers.into_iter().map(|(s, _, _)| s).collect(),
         };
         Ok(reg)
     }
@@ -433,7 +465,7 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
                 spec.state_paths = state_paths_for_backend;
                 BackendSpec::Exec(spec)
             }
-            http @ BackendSpec::Http(_) => http,
+            other => other,
         },
         source: file.clone(),
     })
@@ -1146,5 +1178,378 @@ limits = { address_space = "64MiB", cpu = "1500ms", open_files = 32, processes =
                 .any(|d| d.path == "tools[0].http.url" && d.message.contains("host")),
             "{errs:?}"
         );
+    }
+}
+
+/// The checked `[[mcp]]` servers of `loaded` (the valid ones; problems are not reported here —
+/// [`Registry::build_with`] reports them). What [`crate::mcp`] connects to before the build.
+pub fn mcp_servers(loaded: &LoadedDir, defaults: &ToolDefaults) -> Vec<McpServerSpec> {
+    let mut ignored = Vec::new();
+    check_mcp_servers(&loaded.mcp, defaults, &mut ignored)
+        .into_iter()
+        .map(|(s, _, _)| s)
+        .collect()
+}
+
+/// Most bytes of one message read from an MCP server: room for a result of `max_read_bytes`
+/// with its files base64-encoded inside JSON, and at least 16 MiB, so that a large result
+/// reaches the mapping (which cuts it to `max_read_bytes`) instead of being dropped whole.
+pub fn max_mcp_message(max_read_bytes: usize) -> usize {
+    max_read_bytes
+        .saturating_mul(2)
+        .saturating_add(64 * 1024)
+        .max(16 * 1024 * 1024)
+}
+
+/// Longest `[[mcp]]` name: leaves room for the tool's own name in the 64-character rule.
+const MAX_MCP_NAME: usize = 32;
+
+/// Which of a server's tools are taken (`include`, `exclude`).
+#[derive(Debug, Clone, Default)]
+struct ToolFilter {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    tags: Vec<String>,
+}
+
+impl ToolFilter {
+    fn admits(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|p| glob_match(p, name)))
+            && !self.exclude.iter().any(|p| glob_match(p, name))
+    }
+}
+
+/// `*` (any run) and `?` (one character) glob; anything else matches itself.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    // Iterative matcher with one backtrack point (linear-ish, no recursion).
+    let (mut pi, mut ni, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Checks every `[[mcp]]` entry (every problem reported) and returns the valid servers with
+/// the policy their tools get.
+fn check_mcp_servers(
+    raw: &[RawMcp],
+    defaults: &ToolDefaults,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<(McpServerSpec, Policy, ToolFilter)> {
+    let mut seen: HashMap<String, PathBuf> = HashMap::new();
+    let mut servers = Vec::new();
+    for server in raw {
+        let config = &server.config;
+        let mut c = Checker {
+            file: &server.file,
+            prefix: format!("mcp[{}]", server.index),
+            name: config.name.clone(),
+            errors: 0,
+            out,
+            unresolved: server.unresolved.clone(),
+            state_paths: Vec::new(),
+        };
+        let name = match &config.name {
+            None => {
+                c.error("name", "missing required key `name`");
+                String::new()
+            }
+            Some(n) if n.is_empty() || n.len() > MAX_MCP_NAME || !ToolName::is_valid(n) => {
+                c.error(
+                    "name",
+                    format!("`{n}` is not a valid MCP server name: use 1-{MAX_MCP_NAME} of a-z A-Z 0-9 _ -"),
+                );
+                n.clone()
+            }
+            Some(n) => {
+                if let Some(first) = seen.get(n) {
+                    c.error(
+                        "name",
+                        format!(
+                            "duplicate MCP server name `{n}` (first declared in {})",
+                            first.display()
+                        ),
+                    );
+                }
+                seen.insert(n.clone(), server.file.clone());
+                n.clone()
+            }
+        };
+        let transport = match (&config.command, &config.url) {
+            (Some(_), Some(_)) => {
+                c.error("", "has both `command` and `url`; an MCP server has exactly one");
+                None
+            }
+            (None, None) => {
+                c.error("", "has neither `command` (stdio) nor `url` (Streamable HTTP)");
+                None
+            }
+            (Some(command), None) => {
+                if !config.headers.is_empty() {
+                    c.error("headers", "headers apply to `url` servers only");
+                }
+                match command.split_first() {
+                    Some((program, args)) if !program.is_empty() => Some(McpTransport::Stdio {
+                        program: program.clone(),
+                        args: args.to_vec(),
+                        env: config.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        cwd: config.cwd.as_ref().map(|d| {
+                            let d = PathBuf::from(d);
+                            if d.is_relative() {
+                                server.file.parent().unwrap_or(Path::new(".")).join(d)
+                            } else {
+                                d
+                            }
+                        }),
+                    }),
+                    _ => {
+                        c.error("command", "must name a program: [\"program\", \"arg\", …]");
+                        None
+                    }
+                }
+            }
+            (None, Some(url)) => {
+                if !config.env.is_empty() || config.cwd.is_some() {
+                    c.error("env", "`env` and `cwd` apply to `command` servers only");
+                }
+                for k in config.headers.keys() {
+                    if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                        c.error(&format!("headers.{k}"), format!("`{k}` is not a valid header name"));
+                    }
+                }
+                match reqwest::Url::parse(url) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(McpTransport::Http {
+                        url: url.clone(),
+                        headers: config.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    }),
+                    // The URL is not quoted: it may carry a `${}` secret.
+                    _ => {
+                        c.error("url", "must be an absolute http:// or https:// URL");
+                        None
+                    }
+                }
+            }
+        };
+        let timeout = c.duration("timeout", config.timeout.as_deref(), defaults.timeout.0);
+        let deadline = c.duration("deadline", config.deadline.as_deref(), defaults.deadline.0.max(timeout));
+        if timeout > deadline {
+            c.error("timeout", "the per-attempt timeout must not exceed the call `deadline`");
+        }
+        let kill_grace = c.duration("kill_grace", config.kill_grace.as_deref(), defaults.kill_grace.0);
+        let r = config.retry.as_ref();
+        let max_attempts = r.and_then(|r| r.max_attempts).unwrap_or(defaults.retry.max_attempts);
+        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
+            c.error(
+                "retry.max_attempts",
+                format!("must be between 1 and {MAX_ATTEMPTS} (it counts the first try)"),
+            );
+        }
+        let backoff = c.duration(
+            "retry.backoff",
+            r.and_then(|r| r.backoff.as_deref()),
+            defaults.retry.backoff.0,
+        );
+        let max_backoff = c.duration(
+            "retry.max_backoff",
+            r.and_then(|r| r.max_backoff.as_deref()),
+            defaults.retry.max_backoff.0,
+        );
+        if backoff > max_backoff {
+            c.error("retry.backoff", "must not exceed `retry.max_backoff`");
+        }
+        if config.concurrency == Some(0) {
+            c.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
+        }
+        for (key, v) in [
+            ("max_output_bytes", config.max_output_bytes),
+            ("max_read_bytes", config.max_read_bytes),
+        ] {
+            if v == Some(0) {
+                c.error(key, "must be at least 1");
+            }
+        }
+        for (i, tag) in config.tags.iter().enumerate() {
+            if tag.trim().is_empty() || tag.contains(',') {
+                c.error(&format!("tags[{i}]"), "tags must be non-empty and must not contain `,`");
+            }
+        }
+        for (key, list) in [("include", &config.include), ("exclude", &config.exclude)] {
+            for (i, p) in list.iter().enumerate() {
+                if p.is_empty() {
+                    c.error(&format!("{key}[{i}]"), "must not be empty");
+                }
+            }
+        }
+        if c.errors > 0 {
+            continue;
+        }
+        let Some(transport) = transport else { continue };
+        let max_read_bytes = config.max_read_bytes.unwrap_or(defaults.max_read_bytes);
+        let policy = Policy {
+            timeout,
+            deadline,
+            idempotent: config.idempotent.unwrap_or(false),
+            replay: true,
+            retry: RetryPolicy {
+                max_attempts,
+                backoff,
+                max_backoff,
+            },
+            concurrency: config.concurrency.map(|n| n as usize),
+            max_read_bytes,
+            max_output_bytes: config.max_output_bytes.unwrap_or(defaults.max_output_bytes),
+            kill_grace,
+        };
+        servers.push((
+            McpServerSpec {
+                name,
+                transport,
+                max_message_bytes: max_mcp_message(max_read_bytes),
+                kill_grace,
+                source: server.file.clone(),
+            },
+            policy,
+            ToolFilter {
+                include: config.include.clone(),
+                exclude: config.exclude.clone(),
+                tags: config.tags.clone(),
+            },
+        ));
+    }
+    servers
+}
+
+/// The tools of one server, as registry tools; a tool that cannot join (collision, bad schema)
+/// is left out with a warning.
+fn mcp_tools(
+    server: &McpServerSpec,
+    policy: &Policy,
+    filter: &ToolFilter,
+    listed: &[DiscoveredTool],
+    taken: &HashMap<String, Arc<Tool>>,
+    out: &mut Vec<Diagnostic>,
+) -> Vec<Tool> {
+    let mut tools: Vec<Tool> = Vec::new();
+    let mut seen: HashMap<String, String> = HashMap::new();
+    for listed in listed.iter().filter(|t| filter.admits(&t.name)) {
+        let name = crate::tool_name::mcp_tool_name(&server.name, &listed.name);
+        let warn = |out: &mut Vec<Diagnostic>, message: String| {
+            out.push(Diagnostic::warning(
+                &server.source,
+                Some(&name),
+                format!("mcp.{}", server.name),
+                message,
+            ));
+        };
+        if let Some(first) = seen.get(&name) {
+            warn(
+                out,
+                format!(
+                    "MCP tool `{}` of server `{}` maps to `{name}`, like `{first}`: left out",
+                    listed.name, server.name
+                ),
+            );
+            continue;
+        }
+        if taken.contains_key(&name) {
+            warn(
+                out,
+                format!(
+                    "MCP tool `{}` of server `{}` maps to `{name}`, which another tool already has: left out",
+                    listed.name, server.name
+                ),
+            );
+            continue;
+        }
+        seen.insert(name.clone(), listed.name.clone());
+        let mut schema_errors = Vec::new();
+        let mut c = Checker {
+            file: &server.source,
+            prefix: format!("mcp.{}", server.name),
+            name: Some(name.clone()),
+            errors: 0,
+            out: &mut schema_errors,
+            unresolved: Vec::new(),
+            state_paths: Vec::new(),
+        };
+        // Some servers leave out the root `type`; an object is what tool arguments always are.
+        let mut parameters = listed.input_schema.clone();
+        if let Value::Object(map) = &mut parameters
+            && !map.contains_key("type")
+        {
+            map.insert("type".into(), Value::from("object"));
+        }
+        let validator = compile_schema(&parameters, &mut c);
+        let arguments = argument_rules(&parameters, &mut c);
+        let Some(validator) = validator.filter(|_| c.errors == 0) else {
+            for d in schema_errors {
+                warn(
+                    out,
+                    format!("MCP tool `{}` left out: its inputSchema: {}", listed.name, d.message),
+                );
+            }
+            continue;
+        };
+        tools.push(Tool {
+            name,
+            description: listed.description.clone().unwrap_or_default(),
+            tags: filter.tags.clone(),
+            parameters,
+            validator,
+            inject: Vec::new(),
+            arguments,
+            state_paths: Vec::new(),
+            policy: policy.clone(),
+            backend: BackendSpec::Mcp(McpSpec {
+                server: server.name.clone(),
+                tool: listed.name.clone(),
+            }),
+            source: server.source.clone(),
+        });
+    }
+    tools
+}
+
+/// The version of a set with MCP servers: the files' version and what the servers listed, so
+/// that a changed tool list swaps the set like a changed file.
+fn discovery_version(files_version: &str, discovered: &McpDiscovery) -> String {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(files_version.as_bytes());
+    hasher.update(serde_json::to_vec(discovered).unwrap_or_default());
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod mcp_tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("get_*", "get_time"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "ac"));
+        assert!(glob_match("*time*", "get_current_time_now"));
+        assert!(!glob_match("exact", "exact2"));
+        assert!(glob_match("exact", "exact"));
     }
 }

@@ -91,6 +91,8 @@ pub struct Reloader {
     defaults: ToolDefaults,
     watch: bool,
     debounce: Duration,
+    /// The MCP servers: listed again before every build, and their `list_changed` reloads.
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 impl Reloader {
@@ -103,6 +105,7 @@ impl Reloader {
             defaults: config.defaults.clone(),
             watch: config.reload.watch,
             debounce: config.reload.debounce.0,
+            mcp: None,
         }
     }
 }
@@ -111,7 +114,10 @@ impl Reloader {
 pub async fn reload_now(state: &Reloader) -> Reloaded {
     let dir = state.tools_dir.clone();
     let defaults = state.defaults.clone();
-    let loaded = tokio::task::spawn_blocking(move || Registry::load(&dir, &defaults)).await;
+    let loaded = match &state.mcp {
+        Some(hub) => Ok(crate::mcp::load_registry(&dir, &defaults, hub).await),
+        None => tokio::task::spawn_blocking(move || Registry::load(&dir, &defaults)).await,
+    };
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -180,6 +186,13 @@ pub fn spawn(state: Reloader) -> WatchHandle {
     };
     if let Some(w) = &watcher {
         w.follow_secrets(&state.registry.load().secret_files);
+    }
+    if let Some(hub) = &state.mcp {
+        // A server's tool list changed: reload through the same debounce and swap.
+        let tx = tx.clone();
+        hub.on_tools_changed(move || {
+            let _ = tx.try_send(());
+        });
     }
     spawn_sighup(tx);
     let debounce = state.debounce;

@@ -7,9 +7,18 @@ use crate::config::server::LogFormat;
 /// Installs the global subscriber. `RUST_LOG` wins over `filter` when set. Safe to call twice
 /// (the second call is ignored), which tests rely on.
 pub fn init(filter: &str, format: LogFormat) {
-    let env_filter = EnvFilter::try_from_default_env()
+    let mut env_filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // The MCP SDK logs every message it receives at `info`, contents included: a server's
+    // notification flood would become a log flood, and arguments would reach the logs. Only its
+    // warnings and errors, unless the filter names `rmcp` itself.
+    let named = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_owned());
+    if !named.contains("rmcp")
+        && let Ok(directive) = "rmcp=warn".parse()
+    {
+        env_filter = env_filter.add_directive(directive);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
         .with_writer(std::io::stderr);

@@ -141,14 +141,17 @@ fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 pub enum BackendSpec {
     Http(HttpSpec),
     Exec(ExecSpec),
+    /// A tool of an MCP server (`[[mcp]]`, `docs/mcp.md`).
+    Mcp(McpSpec),
 }
 
 impl BackendSpec {
-    /// `"http"` or `"exec"`.
+    /// `"http"`, `"exec"` or `"mcp"`.
     pub fn kind(&self) -> &'static str {
         match self {
             BackendSpec::Http(_) => "http",
             BackendSpec::Exec(_) => "exec",
+            BackendSpec::Mcp(_) => "mcp",
         }
     }
 
@@ -169,9 +172,65 @@ impl BackendSpec {
                 format!("{scheme}://{host}")
             }
             BackendSpec::Exec(e) => format!("exec:{}", e.program),
+            BackendSpec::Mcp(m) => format!("mcp:{}", m.server),
         }
     }
 }
+
+/// A tool served by an MCP server: which server, and the tool's own name there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSpec {
+    /// The `[[mcp]]` server's `name`.
+    pub server: String,
+    /// The tool's name as the server lists it (before mapping to `<server>__<tool>`).
+    pub tool: String,
+}
+
+/// One checked `[[mcp]]` server: how to reach it and what bounds its traffic. Equal specs mean
+/// an unchanged server, whose live connection a reload keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerSpec {
+    pub name: String,
+    pub transport: McpTransport,
+    /// Most bytes of one message (stdio line, HTTP body, SSE event) read from the server.
+    pub max_message_bytes: usize,
+    /// TERM → KILL grace when a stdio server is stopped.
+    pub kill_grace: Duration,
+    /// The file that declared it.
+    pub source: PathBuf,
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC lines on stdin/stdout.
+    Stdio {
+        program: String,
+        args: Vec<String>,
+        /// The whole environment of the child (besides the minimal `PATH`).
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        url: String,
+        /// Sent with every request; values may be secrets.
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// A tool as an MCP server lists it, copied into toolwire's own types.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiscoveredTool {
+    pub name: String,
+    pub description: Option<String>,
+    /// The tool's `inputSchema` as sent.
+    pub input_schema: Value,
+}
+
+/// What the MCP servers listed, by server name. A server missing here was never listed (it
+/// has not answered yet): its tools are absent until it does.
+pub type McpDiscovery = std::collections::BTreeMap<String, Vec<DiscoveredTool>>;
 
 /// An HTTP backend.
 #[derive(Debug, Clone)]

@@ -64,6 +64,27 @@ impl ToolName {
     }
 }
 
+/// The portable name of tool `tool` of MCP server `server`: `<server>__<tool>`, every character
+/// outside the rule replaced by `_`, and a name longer than [`MAX_LEN`] cut with `_` and the
+/// first 8 hex digits of the SHA-256 of the unmapped `server__tool`, so that two long names
+/// that share a prefix stay apart and the same tool always gets the same name. `server` is
+/// already valid (checked at load).
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    let mut name: String = format!("{server}__{tool}")
+        .chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .collect();
+    if name.len() > MAX_LEN {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(format!("{server}__{tool}").as_bytes());
+        let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        name.truncate(MAX_LEN - hash.len() - 1);
+        name.push('_');
+        name.push_str(&hash);
+    }
+    name
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
@@ -112,6 +133,19 @@ mod tests {
             ToolName::parse(&"a".repeat(65)),
             Err(ToolNameError::TooLong { len: 65, .. })
         ));
+    }
+
+    #[test]
+    fn mcp_names_follow_the_rule() {
+        assert_eq!(mcp_tool_name("time", "get_current_time"), "time__get_current_time");
+        assert_eq!(mcp_tool_name("fs", "read.file/v2"), "fs__read_file_v2");
+        let long = mcp_tool_name("srv", &"x".repeat(100));
+        assert!(ToolName::is_valid(&long), "{long}");
+        assert_eq!(long.len(), MAX_LEN);
+        let other = mcp_tool_name("srv", &format!("{}y", "x".repeat(99)));
+        assert_ne!(long, other, "a shared prefix must not collide");
+        assert_eq!(long, mcp_tool_name("srv", &"x".repeat(100)), "stable");
+        assert!(ToolName::is_valid(&mcp_tool_name("s", "é")));
     }
 
     #[test]

@@ -38,14 +38,24 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Result<Json<Value>,
     // idempotent tools still run and the others fail fast with a retryable error
     // (docs/scale.md#readiness).
     let store = state.executor.stores().health().view();
-    Ok(Json(
-        json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload, "store": store}),
-    ))
+    let mut body =
+        json!({"status": "ready", "version": reg.version, "tools": reg.len(), "reload": reload, "store": store});
+    if let Some(hub) = &state.mcp {
+        // States only: error messages (which may name hosts and files) stay on `/v1/tools`.
+        let servers: Vec<Value> = hub
+            .status()
+            .into_iter()
+            .map(|s| json!({"name": s.name, "state": s.state, "failing_since_ms": s.failing_since_ms}))
+            .collect();
+        body["mcp"] = Value::Array(servers);
+    }
+    Ok(Json(body))
 }
 
 /// `GET /v1/tools`: every tool with its description, schema, backend kind and limits.
 pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
     let reg = state.registry.load();
+    let servers = state.mcp.as_ref().map(crate::mcp::McpHub::status).unwrap_or_default();
     let mut warnings = catalog::schema_warnings(&reg);
     let tools: Vec<Value> = reg
         .tools()
@@ -60,11 +70,19 @@ pub(super) async fn list_tools(State(state): State<AppState>) -> Json<Value> {
                     consecutive_failures: 0,
                 });
             v["breaker"] = json!({"backend": key, "status": view});
+            if let crate::tool::BackendSpec::Mcp(m) = &t.backend {
+                let state = servers.iter().find(|s| s.name == m.server).map(|s| s.state);
+                v["mcp"] = json!({"server": m.server, "tool": m.tool, "state": state});
+            }
             v
         })
         .collect();
     let reload = state.reload.lock().map(|s| s.clone()).unwrap_or_default();
-    Json(json!({"version": reg.version, "reload": reload, "tools": tools}))
+    let mut body = json!({"version": reg.version, "reload": reload, "tools": tools});
+    if state.mcp.is_some() {
+        body["mcp"] = json!(servers);
+    }
+    Json(body)
 }
 
 /// The public view of a tool. Backend URLs, headers, argv and env are left out: they may hold

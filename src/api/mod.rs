@@ -47,6 +47,8 @@ pub struct AppState {
     pub reloader: crate::reload::Reloader,
     /// Recent `Idempotency-Key`s of execute requests and their answers.
     pub request_keys: idempotency::RequestKeys,
+    /// The MCP servers whose tools are in the registry (`docs/mcp.md`), if any.
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 impl AppState {
@@ -66,7 +68,16 @@ impl AppState {
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),
             draining: Arc::new(AtomicBool::new(false)),
+            mcp: None,
         }
+    }
+
+    /// Attaches the MCP hub the registry was built with: reloads list its servers again, and
+    /// `/readyz` and `/v1/tools` show their state.
+    pub fn with_mcp(mut self, hub: Option<crate::mcp::McpHub>) -> Self {
+        self.reloader.mcp = hub.clone();
+        self.mcp = hub;
+        self
     }
 }
 
@@ -120,7 +131,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `/mcp` (`docs/mcp-server.md`): the MCP handler over the live registry and the same executor,
+/// `/mcp` (`docs/mcp.md`): the MCP handler over the live registry and the same executor,
 /// behind the work routes' guards. Outermost first: authenticate, read the body within its
 /// limits, check it is one JSON-RPC message, then take a work slot.
 fn mcp_routes(state: &AppState) -> Router<AppState> {

@@ -113,6 +113,16 @@ impl HttpBackend {
         })
     }
 
+    /// The shared client (its resolver applies the egress policy to every host name).
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
+    /// The egress policy, for destinations the resolver never sees (IP literals).
+    pub fn egress(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
     /// The client for `spec`: the shared one, or the tool's own when it has TLS settings
     /// (built on first use with the same resolver, egress policy and limits, then kept with the
     /// tool, so a reload drops it together with the tool).

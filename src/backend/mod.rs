@@ -18,7 +18,17 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::call::{ErrorKind, ToolError, ToolFile};
-use crate::tool::{BackendSpec, Policy};
+use crate::tool::{BackendSpec, McpSpec, Policy};
+
+/// A boxed future of one MCP attempt (the trait below must stay object-safe).
+pub type McpFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output, BackendError>> + Send + 'a>>;
+
+/// Where calls of MCP-backed tools go: implemented by `crate::mcp` (which owns the live server
+/// connections), so that this module does not depend on it.
+pub trait McpCaller: Send + Sync {
+    /// Runs one attempt of tool `spec.tool` on server `spec.server`, within `attempt.timeout`.
+    fn call<'a>(&'a self, spec: &'a McpSpec, attempt: &'a Attempt<'a>) -> McpFuture<'a>;
+}
 
 /// Every backend kind behind one entry point: the executor hands over a tool's [`BackendSpec`]
 /// and one attempt, and never matches on kinds itself (a new kind is added here only).
@@ -26,6 +36,8 @@ pub struct Backends {
     http: http::HttpBackend,
     /// The exec shim and the reaper for subprocess tools (none unless set by the binary).
     pub exec: subprocess::ExecContext,
+    /// The MCP servers' connections (none: MCP tools fail as `backend_unavailable`).
+    pub mcp: Option<std::sync::Arc<dyn McpCaller>>,
 }
 
 impl Backends {
@@ -34,7 +46,13 @@ impl Backends {
         Backends {
             http,
             exec: subprocess::ExecContext::default(),
+            mcp: None,
         }
+    }
+
+    /// The shared HTTP backend (its client carries the egress policy).
+    pub fn http(&self) -> &http::HttpBackend {
+        &self.http
     }
 
     /// Runs one attempt against the tool's backend.
@@ -42,15 +60,24 @@ impl Backends {
         match spec {
             BackendSpec::Http(spec) => self.http.call(spec, attempt).await,
             BackendSpec::Exec(spec) => subprocess::call_in(&self.exec, spec, attempt).await,
+            BackendSpec::Mcp(spec) => match &self.mcp {
+                Some(mcp) => mcp.call(spec, attempt).await,
+                None => Err(BackendError::ServerDown {
+                    message: format!("MCP server `{}` is not connected in this process", spec.server),
+                    retry_after: None,
+                }),
+            },
         }
     }
 
     /// Extra time an attempt of `spec` may take past its timeout to stop cleanly: a process
-    /// group gets TERM, `kill_grace`, then KILL; an HTTP request is dropped at once.
+    /// group gets TERM, `kill_grace`, then KILL; an HTTP request is dropped at once; an MCP
+    /// request is cancelled (a notification or a closed stream) at once.
     pub fn stop_grace(spec: &BackendSpec, policy: &Policy) -> Duration {
         match spec {
             BackendSpec::Exec(_) => policy.kill_grace + Duration::from_secs(2),
             BackendSpec::Http(_) => Duration::ZERO,
+            BackendSpec::Mcp(_) => Duration::from_millis(500),
         }
     }
 }
@@ -130,7 +157,10 @@ impl BackendError {
             | BackendError::InvalidArgument(t)
             | BackendError::InvalidOutput(t)
             | BackendError::Blocked(t)
-            | BackendError::Tls(t) => vec![t],
+            | BackendError::Tls(t)
+            | BackendError::ToolReported(t)
+            | BackendError::Disconnected(t)
+            | BackendError::ServerDown { message: t, .. } => vec![t],
             BackendError::Status { body_excerpt, .. } => vec![body_excerpt],
             BackendError::NonzeroExit { stderr_tail, .. } | BackendError::Signaled { stderr_tail, .. } => {
                 vec![stderr_tail]
@@ -196,6 +226,19 @@ pub enum BackendError {
     /// The backend's circuit breaker is open: failing fast without trying.
     #[error("the backend is failing and is being given time to recover")]
     Unavailable { retry_after: Duration },
+    /// An MCP tool ran and reported a failure (`isError: true`); the text is the tool's own.
+    #[error("the tool reported an error: {0}")]
+    ToolReported(String),
+    /// The connection to an MCP server broke while the call was in flight (the stdio server
+    /// exited, the HTTP stream closed): the server may or may not have acted on it.
+    #[error("the MCP server went away during the call: {0}")]
+    Disconnected(String),
+    /// The MCP server is not connected (starting, failing, restarting): nothing was sent.
+    #[error("{message}")]
+    ServerDown {
+        message: String,
+        retry_after: Option<Duration>,
+    },
 }
 
 impl BackendError {
@@ -212,7 +255,7 @@ impl BackendError {
                 500..=599 => idempotent,
                 _ => false,
             },
-            BackendError::Io(_) | BackendError::NonzeroExit { .. } => idempotent,
+            BackendError::Io(_) | BackendError::NonzeroExit { .. } | BackendError::Disconnected(_) => idempotent,
             BackendError::OutputTooLarge { .. }
             | BackendError::Spawn(_)
             | BackendError::InvalidArgument(_)
@@ -220,7 +263,10 @@ impl BackendError {
             | BackendError::InvalidOutput(_)
             | BackendError::Blocked(_)
             | BackendError::Tls(_)
-            | BackendError::Unavailable { .. } => false,
+            | BackendError::Unavailable { .. }
+            // Fails fast: the server is down now, retrying within the call would only wait.
+            | BackendError::ServerDown { .. }
+            | BackendError::ToolReported(_) => false,
         }
     }
 
@@ -229,6 +275,7 @@ impl BackendError {
         match self {
             BackendError::Status { retry_after, .. } => *retry_after,
             BackendError::Unavailable { retry_after } => Some(*retry_after),
+            BackendError::ServerDown { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -295,6 +342,21 @@ impl BackendError {
             BackendError::Unavailable { .. } => {
                 (ErrorKind::BackendUnavailable, true, "Try again after `retry_after_ms`.")
             }
+            BackendError::ToolReported(_) => (
+                ErrorKind::ToolError,
+                false,
+                "Read the tool's message; change the arguments or the approach before calling it again.",
+            ),
+            BackendError::Disconnected(_) => (
+                ErrorKind::BackendUnavailable,
+                true,
+                "The tool's server is being restarted; try again later.",
+            ),
+            BackendError::ServerDown { .. } => (
+                ErrorKind::BackendUnavailable,
+                true,
+                "The tool's server is not available right now; try again later.",
+            ),
         };
         let mut message = format!("{self}. {advice}");
         // The excerpt and the tail are cut here, not where they were read, so that whoever
@@ -321,7 +383,11 @@ impl BackendError {
             BackendError::NonzeroExit { code, .. } => err.exit_code = Some(*code),
             BackendError::Signaled { signal, .. } => err.signal = Some(signal.clone()),
             BackendError::Timeout { signal, .. } => err.signal.clone_from(signal),
-            BackendError::Unavailable { retry_after } => {
+            BackendError::Unavailable { retry_after }
+            | BackendError::ServerDown {
+                retry_after: Some(retry_after),
+                ..
+            } => {
                 err.retry_after_ms = Some(u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX));
             }
             _ => {}

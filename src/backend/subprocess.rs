@@ -248,6 +248,143 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
     }
 }
 
+/// A long-lived child (an MCP stdio server): spawned like a tool's program (its own process
+/// group, exactly the configured environment, the exec shim without limits, registered with the
+/// reaper), with stdin and stdout handed to the caller and stderr drained into a bounded tail.
+/// Dropping it (or [`ServerChild::shut_down`]) TERMs the group, waits the grace, KILLs the
+/// group and reaps the child.
+pub struct ServerChild {
+    group: Group,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<tokio::process::ChildStdout>,
+    stderr: Arc<std::sync::Mutex<std::collections::VecDeque<u8>>>,
+    _stderr_reader: AbortOnDrop<()>,
+}
+
+impl std::fmt::Debug for ServerChild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerChild").field("pgid", &self.group.pgid).finish()
+    }
+}
+
+/// The spawn settings of a [`ServerChild`].
+pub struct ServerCommand<'a> {
+    pub program: &'a str,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: Option<&'a std::path::Path>,
+    pub kill_grace: Duration,
+}
+
+/// Starts a long-lived child (see [`ServerChild`]).
+pub fn spawn_server(ctx: &ExecContext, command: &ServerCommand<'_>) -> Result<ServerChild, BackendError> {
+    let mut cmd = match &ctx.shim {
+        Some(shim) => {
+            let mut cmd = Command::new(shim.program());
+            cmd.args(shim.args(&crate::tool::ResourceLimits::default(), command.program, command.args));
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(command.program);
+            cmd.args(command.args);
+            cmd
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = command.cwd {
+        cmd.current_dir(cwd);
+    }
+    let spawning = ctx.reaper.as_deref().map(Reaper::spawn_guard);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| BackendError::Spawn(format!("{}: {e}", command.program)))?;
+    let pid = child.id();
+    let managed = match (&ctx.reaper, pid) {
+        (Some(reaper), Some(pid)) => Some(Managed::new(Arc::clone(reaper), pid)),
+        _ => None,
+    };
+    drop(spawning);
+    let pgid = pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr_pipe = child.stderr.take();
+    let stderr: Arc<std::sync::Mutex<std::collections::VecDeque<u8>>> = Arc::default();
+    let tail = Arc::clone(&stderr);
+    // Drains stderr for the child's whole life (a full pipe would stall it), keeping the end.
+    let reader = tokio::spawn(async move {
+        let Some(mut pipe) = stderr_pipe else { return };
+        let mut chunk = vec![0u8; 8 * 1024];
+        while let Ok(n) = pipe.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            let mut kept = tail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.extend(&chunk[..n]);
+            let excess = kept.len().saturating_sub(STDERR_KEEP);
+            kept.drain(..excess);
+        }
+    });
+    Ok(ServerChild {
+        group: Group {
+            child: Some(child),
+            pgid,
+            grace: command.kill_grace,
+            done: false,
+            cleaning_up: false,
+            managed,
+        },
+        stdin,
+        stdout,
+        stderr,
+        _stderr_reader: AbortOnDrop(reader),
+    })
+}
+
+impl ServerChild {
+    /// The end of what the child wrote to stderr so far (lossy, trimmed).
+    pub fn stderr_tail(&self) -> String {
+        let kept = self.stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (a, b) = kept.as_slices();
+        let mut bytes = Vec::with_capacity(a.len() + b.len());
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
+        stderr_tail(&bytes)
+    }
+
+    /// Waits until the child exits; `None` when it cannot be waited for. Its group is killed
+    /// after (descendants must not outlive it).
+    pub async fn wait(&mut self) -> Option<String> {
+        let child = self.group.child.as_mut()?;
+        let status = child.wait().await.ok()?;
+        self.group.kill_rest();
+        Some(match status.code() {
+            Some(code) => format!("exited with code {code}"),
+            None => format!("was killed by {}", signal_name(status.signal().unwrap_or(0))),
+        })
+    }
+
+    /// TERM, grace, KILL, reap (bounded).
+    pub async fn shut_down(mut self) {
+        let group = Group {
+            child: self.group.child.take(),
+            pgid: self.group.pgid,
+            grace: self.group.grace,
+            done: false,
+            cleaning_up: true,
+            managed: self.group.managed.take(),
+        };
+        self.group.done = true;
+        group.shut_down().await;
+    }
+}
+
 /// The reason in a shim's failure line ([`shim::FAILURE_PREFIX`]), if stderr is one.
 fn shim_failure(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::Diagnostic;
 use super::interpolate::{Resolver, Secrets};
-use super::tool_file::{ToolConfig, ToolFile, known_keys_at};
+use super::tool_file::{McpConfig, ToolConfig, ToolFile, known_keys_at};
 
 /// One tool as parsed from a file, before semantic checks.
 #[derive(Debug)]
@@ -26,10 +26,23 @@ pub struct RawTool {
     pub unresolved: Vec<String>,
 }
 
+/// One `[[mcp]]` server as parsed from a file, before semantic checks.
+#[derive(Debug)]
+pub struct RawMcp {
+    pub file: PathBuf,
+    /// Position in the file's `mcp` list.
+    pub index: usize,
+    pub config: McpConfig,
+    /// Key paths whose `${…}` references could not be resolved (already reported).
+    pub unresolved: Vec<String>,
+}
+
 /// Everything read from a tools directory.
 #[derive(Debug, Default)]
 pub struct LoadedDir {
     pub tools: Vec<RawTool>,
+    /// MCP servers declared next to the tools.
+    pub mcp: Vec<RawMcp>,
     pub diagnostics: Vec<Diagnostic>,
     /// Values resolved from `${env:}`/`${file:}`, with their references and files.
     pub secrets: Secrets,
@@ -132,13 +145,17 @@ pub fn load_file(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>, 
     for key in ignored {
         out.diagnostics.push(unknown_key(path, None, &key));
     }
-    let tools = match file {
-        Ok(ToolFile { tools: Some(tools) }) => tools,
-        Ok(ToolFile { tools: None }) => {
-            out.diagnostics
-                .push(Diagnostic::error(path, None, "tools", "missing `tools` list"));
+    let (tools, servers) = match file {
+        Ok(ToolFile { tools: None, mcp: None }) => {
+            out.diagnostics.push(Diagnostic::error(
+                path,
+                None,
+                "tools",
+                "missing `tools` list (or `mcp` list)",
+            ));
             return;
         }
+        Ok(ToolFile { tools, mcp }) => (tools.unwrap_or_default(), mcp.unwrap_or_default()),
         Err(e) => {
             out.diagnostics.push(Diagnostic::error(
                 path,
@@ -151,60 +168,82 @@ pub fn load_file(path: &Path, text: &str, env: &dyn Fn(&str) -> Option<String>, 
     };
     let base_dir = path.parent().unwrap_or(Path::new("."));
     let resolver = Resolver { env, base_dir };
-    for (index, mut tool) in tools.into_iter().enumerate() {
-        let prefix = format!("tools[{index}]");
-        let name = tool.get("name").and_then(Value::as_str).map(str::to_owned);
-        if !tool.is_object() {
-            out.diagnostics.push(Diagnostic::error(
-                path,
-                None,
-                &prefix,
-                "each tool must be a table/object",
-            ));
-            continue;
-        }
-        // `${…}` references are resolved everywhere except in the schema and description,
-        // which go to the model and must never carry secrets.
-        let mut errors = Vec::new();
-        if let Value::Object(map) = &mut tool {
-            for (k, v) in map.iter_mut() {
-                if k != "parameters" && k != "description" {
-                    resolver.resolve_tree(v, &format!("{prefix}.{k}"), &mut out.secrets, &mut errors);
-                }
-            }
-        }
-        let mut unresolved = Vec::new();
-        for (p, e) in errors {
-            out.diagnostics
-                .push(Diagnostic::error(path, name.as_deref(), &p, e.to_string()));
-            unresolved.push(p);
-        }
-        let mut ignored = Vec::new();
-        let typed = serde_path_to_error::deserialize::<_, ToolConfig>(serde_ignored::Deserializer::new(
-            &tool,
-            &mut |p: serde_ignored::Path<'_>| ignored.push(key_path(&p)),
-        ));
-        for key in ignored {
-            out.diagnostics
-                .push(unknown_key(path, name.as_deref(), &format!("{prefix}.{key}")));
-        }
-        match typed {
-            Ok(config) => out.tools.push(RawTool {
+    for (index, tool) in tools.into_iter().enumerate() {
+        if let Some((config, unresolved)) = parse_entry::<ToolConfig>(path, "tools", index, tool, &resolver, out) {
+            out.tools.push(RawTool {
                 file: path.to_owned(),
                 index,
                 config,
                 unresolved,
-            }),
-            Err(e) => {
-                let key = e.path().to_string();
-                let key = if key == "." {
-                    prefix.clone()
-                } else {
-                    format!("{prefix}.{key}")
-                };
-                out.diagnostics
-                    .push(Diagnostic::error(path, name.as_deref(), key, e.inner().to_string()));
+            });
+        }
+    }
+    for (index, server) in servers.into_iter().enumerate() {
+        if let Some((config, unresolved)) = parse_entry::<McpConfig>(path, "mcp", index, server, &resolver, out) {
+            out.mcp.push(RawMcp {
+                file: path.to_owned(),
+                index,
+                config,
+                unresolved,
+            });
+        }
+    }
+}
+
+/// One entry of the `tools` or `mcp` list: `${…}` resolved (except in the schema and
+/// description, which go to the model and must never carry secrets), unknown keys reported,
+/// typed. `None` when it cannot be typed (the problem is reported).
+fn parse_entry<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    list: &str,
+    index: usize,
+    mut entry: Value,
+    resolver: &Resolver<'_>,
+    out: &mut LoadedDir,
+) -> Option<(T, Vec<String>)> {
+    let prefix = format!("{list}[{index}]");
+    let name = entry.get("name").and_then(Value::as_str).map(str::to_owned);
+    if !entry.is_object() {
+        let what = if list == "mcp" { "each MCP server" } else { "each tool" };
+        out.diagnostics.push(Diagnostic::error(
+            path,
+            None,
+            &prefix,
+            format!("{what} must be a table/object"),
+        ));
+        return None;
+    }
+    let mut errors = Vec::new();
+    if let Value::Object(map) = &mut entry {
+        for (k, v) in map.iter_mut() {
+            if k != "parameters" && k != "description" {
+                resolver.resolve_tree(v, &format!("{prefix}.{k}"), &mut out.secrets, &mut errors);
             }
+        }
+    }
+    let mut unresolved = Vec::new();
+    for (p, e) in errors {
+        out.diagnostics
+            .push(Diagnostic::error(path, name.as_deref(), &p, e.to_string()));
+        unresolved.push(p);
+    }
+    let mut ignored = Vec::new();
+    let typed = serde_path_to_error::deserialize::<_, T>(serde_ignored::Deserializer::new(
+        &entry,
+        &mut |p: serde_ignored::Path<'_>| ignored.push(key_path(&p)),
+    ));
+    for key in ignored {
+        out.diagnostics
+            .push(unknown_key(path, name.as_deref(), &format!("{prefix}.{key}")));
+    }
+    match typed {
+        Ok(config) => Some((config, unresolved)),
+        Err(e) => {
+            let key = e.path().to_string();
+            let key = if key == "." { prefix } else { format!("{prefix}.{key}") };
+            out.diagnostics
+                .push(Diagnostic::error(path, name.as_deref(), key, e.inner().to_string()));
+            None
         }
     }
 }

@@ -42,7 +42,7 @@ pub struct ServerConfig {
     pub mcp_server: McpServerConfig,
 }
 
-/// `POST /mcp`: the tools served to MCP clients (`docs/mcp-server.md`).
+/// `POST /mcp`: the tools served to MCP clients (`docs/mcp.md`).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {

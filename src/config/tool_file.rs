@@ -16,10 +16,71 @@ use serde_json::Value;
 pub struct ToolFile {
     /// Each tool is deserialised separately so that one broken tool does not hide the others.
     pub tools: Option<Vec<Value>>,
+    /// MCP servers whose tools join the registry (`docs/mcp.md`); each deserialised separately.
+    pub mcp: Option<Vec<Value>>,
 }
 
 /// Keys of [`ToolFile`].
-pub const FILE_KEYS: &[&str] = &["tools"];
+pub const FILE_KEYS: &[&str] = &["tools", "mcp"];
+
+/// One `[[mcp]]` server as written in a file (`docs/mcp.md`). Exactly one of `command` (a stdio
+/// server toolwire spawns) and `url` (a Streamable HTTP server). The policy keys apply to every
+/// tool of the server, as they would to one tool.
+#[derive(Debug, Default, Deserialize)]
+pub struct McpConfig {
+    /// Prefix of its tools' names: `<name>__<tool>`.
+    pub name: Option<String>,
+    /// Program and arguments of a stdio server; never run through a shell.
+    pub command: Option<Vec<String>>,
+    /// Streamable HTTP endpoint.
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (`${env:…}`/`${file:…}` allowed; treated as secrets).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The only environment the stdio server gets (plus a minimal `PATH`), as for exec tools.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of a stdio server.
+    pub cwd: Option<String>,
+    /// Only the server's tools matching one of these (exact names or `*`/`?` globs).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// None of the server's tools matching one of these.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub timeout: Option<String>,
+    pub deadline: Option<String>,
+    pub idempotent: Option<bool>,
+    pub retry: Option<RetryConfig>,
+    pub concurrency: Option<u32>,
+    pub max_output_bytes: Option<usize>,
+    pub max_read_bytes: Option<usize>,
+    /// TERM → KILL grace when a stdio server is stopped.
+    pub kill_grace: Option<String>,
+}
+
+/// Keys of [`McpConfig`].
+pub const MCP_KEYS: &[&str] = &[
+    "name",
+    "command",
+    "url",
+    "headers",
+    "env",
+    "cwd",
+    "include",
+    "exclude",
+    "tags",
+    "timeout",
+    "deadline",
+    "idempotent",
+    "retry",
+    "concurrency",
+    "max_output_bytes",
+    "max_read_bytes",
+    "kill_grace",
+];
 
 /// One tool as written in a file (`docs/tool-files.md`).
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +256,9 @@ pub enum SizeValue {
 
 /// The known keys at a key path (`tools[0].http` → [`HTTP_KEYS`]), for suggestions.
 pub fn known_keys_at(parent: &str) -> &'static [&'static str] {
+    if parent.starts_with("mcp[") && !parent.contains('.') {
+        return MCP_KEYS;
+    }
     match parent.rsplit('.').next().unwrap_or("") {
         "" => FILE_KEYS,
         "http" => HTTP_KEYS,
@@ -238,5 +302,21 @@ mod tests {
         assert_eq!(obj["exec"].as_object().unwrap().len(), EXEC_KEYS.len());
         assert_eq!(obj["retry"].as_object().unwrap().len(), RETRY_KEYS.len());
         assert_eq!(obj["exec"]["limits"].as_object().unwrap().len(), LIMITS_KEYS.len());
+    }
+
+    #[test]
+    fn mcp_key_list_matches_the_struct() {
+        let v = json!({
+            "name": "n", "command": ["x"], "url": "u", "headers": {}, "env": {}, "cwd": ".",
+            "include": [], "exclude": [], "tags": [], "timeout": "1s", "deadline": "2s",
+            "idempotent": true, "retry": {}, "concurrency": 1, "max_output_bytes": 1,
+            "max_read_bytes": 1, "kill_grace": "1s"
+        });
+        assert_eq!(v.as_object().unwrap().len(), MCP_KEYS.len());
+        let mut ignored = Vec::new();
+        let _: McpConfig = serde_ignored::deserialize(v, |p| ignored.push(p.to_string())).unwrap();
+        assert!(ignored.is_empty(), "{ignored:?}");
+        assert_eq!(known_keys_at("mcp[0]"), MCP_KEYS);
+        assert_eq!(known_keys_at("mcp[0].retry"), RETRY_KEYS);
     }
 }

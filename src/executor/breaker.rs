@@ -157,7 +157,11 @@ impl Drop for Admission {
 /// Failures that say the backend itself is unwell.
 fn counts_as_failure(e: &BackendError) -> bool {
     match e {
-        BackendError::Connect(_) | BackendError::Timeout { .. } | BackendError::Io(_) | BackendError::Spawn(_) => true,
+        BackendError::Connect(_)
+        | BackendError::Timeout { .. }
+        | BackendError::Io(_)
+        | BackendError::Spawn(_)
+        | BackendError::Disconnected(_) => true,
         BackendError::Status { status, .. } => *status >= 500,
         BackendError::OutputTooLarge { .. }
         | BackendError::InvalidArgument(_)
@@ -168,6 +172,10 @@ fn counts_as_failure(e: &BackendError) -> bool {
         // A certificate problem is configuration, not health: counting it would turn a clear,
         // non-retryable `tls_error` into a retryable `backend_unavailable`.
         | BackendError::Tls(_)
+        // The tool ran and answered: the server is healthy. A server that is down already
+        // fails fast on its own, without the breaker.
+        | BackendError::ToolReported(_)
+        | BackendError::ServerDown { .. }
         | BackendError::Unavailable { .. } => false,
     }
 }

@@ -209,6 +209,18 @@ impl Executor {
         self
     }
 
+    /// Runs MCP-backed tools through `caller` (the hub of [`crate::mcp`]); without one they
+    /// fail as `backend_unavailable`.
+    pub fn with_mcp(mut self, caller: Option<Arc<dyn crate::backend::McpCaller>>) -> Self {
+        self.backends.mcp = caller;
+        self
+    }
+
+    /// The subprocess context (shim, reaper), shared with the MCP hub's stdio servers.
+    pub fn exec_context(&self) -> crate::backend::subprocess::ExecContext {
+        self.backends.exec.clone()
+    }
+
     /// Replaces the replay store (e.g. with one shared by several replicas).
     pub fn with_replay_store(mut self, store: Option<replay::ReplayStore>) -> Self {
         self.replay = store;

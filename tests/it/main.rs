@@ -23,6 +23,7 @@ mod files;
 mod fuzz_corpus;
 mod golden;
 mod k8s_swap;
+mod mcp_backend;
 mod mcp_server;
 mod observability;
 mod openapi_contract;

@@ -1,4 +1,4 @@
-//! toolwire's tools served to MCP clients (`docs/mcp-server.md`): `POST /mcp` (Streamable
+//! toolwire's tools served to MCP clients (`docs/mcp.md`): `POST /mcp` (Streamable
 //! HTTP, mounted by `api`) and `toolwire mcp` (stdio).
 //!
 //! One handler serves both transports and both protocol eras: `tools/list` reads the live
