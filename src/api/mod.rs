@@ -26,9 +26,22 @@ use crate::registry::Registry;
 
 pub use error::ApiError;
 
-/// Shared state of every handler. Cheap to clone.
+/// Shared state of every handler: one `Arc`, so the per-request clones (one per middleware
+/// layer and handler that extracts `State`) are one reference count each, not one per field.
+/// Fields are read through `Deref` (`state.config`, `state.executor`, …).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub struct Shared {
     /// The active tool set. Swapped whole on reload; a request keeps the snapshot it started with.
     pub registry: Arc<ArcSwap<Registry>>,
     pub config: Arc<ServerConfig>,
@@ -54,7 +67,7 @@ impl AppState {
         let _ = crate::telemetry::metrics::handle();
         crate::telemetry::metrics::reload("initial", registry.len());
         let reloader = crate::reload::Reloader::new(registry, &config);
-        AppState {
+        AppState(Arc::new(Shared {
             registry: Arc::clone(&reloader.registry),
             reload: Arc::clone(&reloader.status),
             reloader,
@@ -69,7 +82,7 @@ impl AppState {
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),
             draining: Arc::new(AtomicBool::new(false)),
-        }
+        }))
     }
 }
 
@@ -94,10 +107,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/execute", post(handlers::execute))
         .route("/v1/completions/assemble", post(handlers::assemble))
         .route("/v1/tools/{name}/call", post(handlers::call_tool))
-        // Outermost first: authenticate, read the body within its timeout, then take a slot.
-        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::read_body))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
+        // Authenticate, read the body within its timeout, then take a slot (one middleware).
+        .layer(middleware::from_fn_with_state(state.clone(), guard::work));
     let read = Router::new()
         .route("/v1/tools", get(handlers::list_tools))
         .route("/v1/schemas", get(handlers::schemas))
