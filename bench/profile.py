@@ -50,6 +50,9 @@ def start(work: Path, wrapper: list[str]) -> tuple[subprocess.Popen, int, str]:
     port = bench.free_port()
     config = work / "toolwire.toml"
     config.write_text(f'listen = "127.0.0.1:{port}"\ntools_dir = "{tools}"\n')
+    if "BENCH_LOG" in bench.os.environ:  # toolwire's log filter, as for bench/run.py
+        with config.open("a") as f:
+            f.write(f"log = {json.dumps(bench.os.environ['BENCH_LOG'])}\n")
     log = (work / "toolwire.log").open("wb")
     tw = subprocess.Popen([*wrapper, bench.TOOLWIRE, "serve", "--config", str(config)], stdout=log, stderr=log)
     bench.PROCS.append(("toolwire", tw))

@@ -346,6 +346,8 @@ def _measure(work: Path) -> int:
                 file=sys.stderr,
             )
     peak_rss_mib = status_kib(tw.pid, "VmHWM") / 1024
+    # What the resident memory is at the end: heap and stacks (anon) vs mapped binary (file).
+    rss_end = {k: status_kib(tw.pid, k) / 1024 for k in ("VmRSS", "RssAnon", "RssFile")}
     log_lines = sum(1 for _ in log_path.open("rb")) - log_lines_before
 
     # Every call the runs made must have succeeded (a failed call still answers 200).
@@ -386,6 +388,7 @@ def _measure(work: Path) -> int:
             "cpu_per_completion": {"ms_at_clients": cpu, "ms_at_1_client": cpu1},
             "fanout_8x50ms": {"direct_equiv_per_sec": fan_d, "toolwire_per_sec": fan_t, "ratio": fan_t / fan_d},
             "peak_rss_mib": peak_rss_mib,
+            "rss_at_end_mib": rss_end,
             "log_lines_per_completion": log_lines / max(completions_total, 1),
         },
         "goals": GOALS,
@@ -412,7 +415,7 @@ def _measure(work: Path) -> int:
     print("| | direct backend call | toolwire | goal | |")
     print("|---|---:|---:|---|---|")
     print(
-        f"| throughput, {CLIENTS} concurrent | {tp_d:,.0f}/s | {tp_t:,.0f}/s ({tp_t / tp_d:.2f}× direct) "
+        f"| throughput, {CLIENTS} concurrent | {tp_d:,.0f}/s | {tp_t:,.0f}/s ({tp_t / tp_d:.3f}× direct) "
         f"| ≥ {GOALS['throughput_ratio']}× direct | {mark('throughput_ratio')} |"
     )
     print(
@@ -425,10 +428,14 @@ def _measure(work: Path) -> int:
     )
     print(
         f"| {FANOUT} parallel {SLOW_MS} ms calls per completion, {CLIENTS} concurrent | {fan_d:,.0f} equiv./s "
-        f"| {fan_t:,.0f}/s ({fan_t / fan_d:.2f}×) | ≥ {GOALS['fanout_ratio']}× | {mark('fanout_ratio')} |"
+        f"| {fan_t:,.0f}/s ({fan_t / fan_d:.3f}×) | ≥ {GOALS['fanout_ratio']}× | {mark('fanout_ratio')} |"
     )
     print(f"| peak RSS (VmHWM) | — | {peak_rss_mib:.1f} MiB | ≤ {GOALS['peak_rss_mib']:g} MiB | {mark('peak_rss_mib')} |")
     print()
+    print(
+        f"toolwire RSS at the end: {rss_end['VmRSS']:.1f} MiB "
+        f"({rss_end['RssAnon']:.1f} MiB heap and stacks, {rss_end['RssFile']:.1f} MiB of mapped files)"
+    )
     print(f"toolwire log lines per completion: {result['cells']['log_lines_per_completion']:.2f}")
     print(f"result: {OUT}")
     return 0

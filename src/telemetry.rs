@@ -194,8 +194,7 @@ pub mod metrics {
     pub fn http_request(route: &str, method: &'static str, status: u16, elapsed: Duration) {
         let route = metrics::SharedString::from(std::sync::Arc::<str>::from(route));
         metrics::counter!("toolwire_http_requests_total", "route" => route.clone(), "method" => method, "status" => status_label(status)).increment(1);
-        metrics::histogram!("toolwire_http_request_duration_seconds", "route" => route)
-            .record(elapsed.as_secs_f64());
+        metrics::histogram!("toolwire_http_request_duration_seconds", "route" => route).record(elapsed.as_secs_f64());
     }
 
     /// A status code as a label value, without building a string for the usual ones.

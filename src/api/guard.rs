@@ -62,7 +62,8 @@ impl Principal {
     /// The principal of every request when auth is off.
     pub fn anonymous() -> Self {
         // One shared string, not a new allocation per request.
-        static ANONYMOUS: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(crate::turn::ANONYMOUS));
+        static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| Arc::from(crate::turn::ANONYMOUS));
         Principal(Arc::clone(&ANONYMOUS))
     }
 }

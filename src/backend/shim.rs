@@ -261,14 +261,17 @@ mod tests {
         assert_eq!(command, ["grep", "--", "-n"]);
         let none = shim.args(&ResourceLimits::default(), "true", &[]);
         let (read, command) = parse_args(none.into_iter()).unwrap();
-        assert_eq!((read, command), (ResourceLimits::default(), vec![OsString::from("true")]));
+        assert_eq!(
+            (read, command),
+            (ResourceLimits::default(), vec![OsString::from("true")])
+        );
     }
 
     #[test]
     fn parse_args_leaves_anything_else_to_the_full_parser() {
         let parse = |argv: &[&str]| parse_args(argv.iter().map(OsString::from));
         assert!(parse(&["serve"]).is_none());
-        assert!(parse(&[SUBCOMMAND, "--", ]).is_none(), "no program");
+        assert!(parse(&[SUBCOMMAND, "--",]).is_none(), "no program");
         assert!(parse(&[SUBCOMMAND, "true"]).is_none(), "no `--`");
         assert!(parse(&[SUBCOMMAND, "--cpu=2", "--", "true"]).is_none());
         assert!(parse(&[SUBCOMMAND, "--cpu", "x", "--", "true"]).is_none());
