@@ -104,6 +104,7 @@ bench-oop:
 		echo "bench: installing oha $(OHA_VERSION) into $(OHA_ROOT) (once)"; \
 		$(CARGO) install --locked oha --version $(OHA_VERSION) --root "$(OHA_ROOT)" \
 			--target-dir "$(BENCH_TARGET)/oha-build" || exit 2; \
+		rm -rf "$(BENCH_TARGET)/oha-build"; \
 	fi; \
 	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
 	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
