@@ -44,14 +44,17 @@ FAULTPROC_MANIFEST = --manifest-path tests/bin/Cargo.toml
 fmt:
 	$(CARGO) fmt --all
 	$(CARGO) fmt $(FAULTPROC_MANIFEST)
+	$(CARGO) fmt $(BACKEND_MANIFEST)
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt $(FAULTPROC_MANIFEST) -- --check
+	$(CARGO) fmt $(BACKEND_MANIFEST) -- --check
 
 lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) clippy --locked $(FAULTPROC_MANIFEST) --target-dir "$${CARGO_TARGET_DIR:-target}/faultproc" -- -D warnings
+	$(CARGO) clippy --locked $(BACKEND_MANIFEST) --target-dir "$${CARGO_TARGET_DIR:-target}/bench-backend" -- -D warnings
 
 ## Validate config/toolwire.toml and tools.d/ (exits 1 on any error).
 check-config: build
@@ -80,10 +83,46 @@ module-graph:
 examples-test: build
 	scripts/examples-test.sh
 
-.PHONY: bench
-## toolwire's overhead over a direct backend call and a direct spawn (release build, a few
-## minutes at most; results in docs/bench.md). Options: make bench BENCH_REQUESTS=5000 …
-bench:
+.PHONY: bench bench-oop bench-inprocess bench-profile
+## toolwire's cost over a direct backend call, as users see it (docs/bench.md): first measured
+## out of process (bench-oop), then the in-process cells (bench-inprocess). ~5 min + builds.
+bench: bench-oop bench-inprocess
+
+## Out of process: the backend (bench/backend), toolwire (release) and the load generator oha
+## as separate processes on 127.0.0.1; prints the table with ratios and goals and writes
+## $(BENCH_TARGET)/bench/out-of-process.json. Quick: make bench-oop BENCH_SECS=2 BENCH_RUNS=1.
+## oha is installed into .cache/oha/ from crates.io when it is not on PATH.
+BENCH_TARGET = $${CARGO_TARGET_DIR:-target}
+OHA_VERSION ?= 1.16.0
+OHA_ROOT ?= $(CURDIR)/.cache/oha
+BACKEND_MANIFEST = --manifest-path bench/backend/Cargo.toml
+bench-oop:
+	$(CARGO) build --release --locked --bin toolwire
+	$(CARGO) build --release --locked $(BACKEND_MANIFEST) --target-dir "$(BENCH_TARGET)/bench-backend"
+	@oha=$$(command -v oha || echo "$(OHA_ROOT)/bin/oha"); \
+	if [ ! -x "$$oha" ]; then \
+		echo "bench: installing oha $(OHA_VERSION) into $(OHA_ROOT) (once)"; \
+		$(CARGO) install --locked oha --version $(OHA_VERSION) --root "$(OHA_ROOT)" \
+			--target-dir "$(BENCH_TARGET)/oha-build" || exit 2; \
+		rm -rf "$(BENCH_TARGET)/oha-build"; \
+	fi; \
+	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
+	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
+	OHA_BIN="$$oha" python3 bench/run.py
+
+## Noise-immune cost of one /v1/execute (bench/profile.py): instructions and heap allocations
+## per request under callgrind, system calls per request under strace. PROFILE_ARGS=--calls 8 …
+PROFILE_ARGS ?=
+bench-profile:
+	$(CARGO) build --release --locked --bin toolwire
+	$(CARGO) build --release --locked $(BACKEND_MANIFEST) --target-dir "$(BENCH_TARGET)/bench-backend"
+	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
+	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
+	python3 bench/profile.py both $(PROFILE_ARGS)
+
+## In process: toolwire's overhead over a direct backend call and a direct spawn (release
+## build, a few minutes at most). Options: make bench-inprocess BENCH_REQUESTS=5000 …
+bench-inprocess:
 	$(CARGO) bench --locked --bench overhead
 
 ## Fuzz a running server against openapi.yaml with schemathesis (installed into .cache/; not in CI).

@@ -52,6 +52,15 @@ pub async fn serve(
     // One permit per open connection: past the cap, new connections wait in the listen backlog
     // (a slow client holds a connection, never more than its share).
     let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(state.config.limits.max_connections));
+    // Bounded metrics memory whether or not anyone scrapes `/metrics`; stops with `serve`.
+    let upkeep = tokio::spawn(async {
+        let mut every = tokio::time::interval(crate::telemetry::metrics::UPKEEP_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            crate::telemetry::metrics::upkeep();
+        }
+    });
     loop {
         let permit = tokio::select! {
             p = std::sync::Arc::clone(&connections).acquire_owned() => match p {
@@ -105,5 +114,6 @@ pub async fn serve(
         tracing::warn!("Some connections did not close in time; exiting anyway.");
     }
     cancel_timer.abort();
+    upkeep.abort();
     Ok(())
 }

@@ -19,8 +19,12 @@ pub fn init(filter: &str, format: LogFormat) {
     {
         env_filter = env_filter.add_directive(directive);
     }
+    // Colours only on a terminal: in a file or a collector's pipe the escape codes are noise,
+    // and writing them costs time on every line.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -39,22 +43,41 @@ fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 
         |w: &mut tracing_subscriber::fmt::format::Writer<'_>,
          field: &tracing::field::Field,
          value: &dyn std::fmt::Debug| {
-            let text = escape_log_text(&format!("{value:?}"));
-            if field.name() == "message" {
-                write!(w, "{text}")
-            } else {
-                write!(w, "{field}={text}")
+            use std::fmt::Write as _;
+            // Escaped while it is written: no string is built per field.
+            if field.name() != "message" {
+                write!(w, "{field}=")?;
             }
+            write!(Escaping(w), "{value:?}")
         },
     )
     .delimited(" ")
 }
 
+/// Characters that could forge or hide log lines.
+fn risky(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A writer that escapes what [`escape_log_text`] escapes, on the way through.
+struct Escaping<W>(W);
+
+impl<W: std::fmt::Write> std::fmt::Write for Escaping<W> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        let mut rest = text;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| risky(c)) {
+            self.0.write_str(&rest[..at])?;
+            for e in c.escape_default() {
+                self.0.write_char(e)?;
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        self.0.write_str(rest)
+    }
+}
+
 /// `text` with characters that could forge or hide log lines escaped (`\n`, `\u{1b}`, …).
 pub fn escape_log_text(text: &str) -> String {
-    let risky = |c: char| {
-        c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
     if !text.chars().any(risky) {
         return text.to_owned();
     }
@@ -78,6 +101,16 @@ mod tests {
             "a\\nb\\u{1b}[31mc\\u{202e}"
         );
         assert_eq!(super::escape_log_text("plain é"), "plain é");
+    }
+
+    #[test]
+    fn escaping_writer_matches_escape_log_text() {
+        use std::fmt::Write as _;
+        for text in ["a\nb\u{1b}[31mc\u{202e}", "plain é", "", "\r\n", "x\u{2028}y\u{2069}"] {
+            let mut out = String::new();
+            write!(super::Escaping(&mut out), "{text}").unwrap();
+            assert_eq!(out, super::escape_log_text(text));
+        }
     }
 }
 
@@ -111,6 +144,18 @@ pub mod metrics {
     /// The Prometheus text exposition of every metric.
     pub fn render() -> String {
         handle().map(PrometheusHandle::render).unwrap_or_default()
+    }
+
+    /// How often [`upkeep`] should run: the recorder keeps every histogram sample until then.
+    pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+    /// Folds the histogram samples recorded since the last upkeep (or scrape) into their
+    /// buckets. The recorder keeps each sample until this runs or `/metrics` is scraped, so
+    /// without it a server nobody scrapes grows by a few bytes per request, without bound.
+    pub fn upkeep() {
+        if let Some(h) = handle() {
+            h.run_upkeep();
+        }
     }
 
     fn describe() {
@@ -171,20 +216,40 @@ pub mod metrics {
         metrics::counter!("toolwire_store_errors_total").increment(1);
     }
 
-    /// Records one finished HTTP request.
-    pub fn http_request(route: &str, method: &str, status: u16, elapsed: Duration) {
-        metrics::counter!("toolwire_http_requests_total", "route" => route.to_owned(), "method" => method.to_owned(), "status" => status.to_string()).increment(1);
-        metrics::histogram!("toolwire_http_request_duration_seconds", "route" => route.to_owned())
-            .record(elapsed.as_secs_f64());
+    /// Records one finished HTTP request. Label values are built once per request (the route
+    /// shared between both series, the method and common statuses static).
+    pub fn http_request(route: &str, method: &'static str, status: u16, elapsed: Duration) {
+        let route = metrics::SharedString::from(std::sync::Arc::<str>::from(route));
+        metrics::counter!("toolwire_http_requests_total", "route" => route.clone(), "method" => method, "status" => status_label(status)).increment(1);
+        metrics::histogram!("toolwire_http_request_duration_seconds", "route" => route).record(elapsed.as_secs_f64());
     }
 
-    /// Records one finished tool call.
-    pub fn tool_call(tool: &str, outcome: &str, attempts: u32, elapsed: Duration) {
-        metrics::counter!("toolwire_tool_calls_total", "tool" => tool.to_owned(), "outcome" => outcome.to_owned())
-            .increment(1);
-        metrics::counter!("toolwire_tool_attempts_total", "tool" => tool.to_owned()).increment(u64::from(attempts));
-        metrics::histogram!("toolwire_tool_call_duration_seconds", "tool" => tool.to_owned())
-            .record(elapsed.as_secs_f64());
+    /// A status code as a label value, without building a string for the usual ones.
+    fn status_label(status: u16) -> metrics::SharedString {
+        let known = match status {
+            200 => "200",
+            400 => "400",
+            401 => "401",
+            404 => "404",
+            405 => "405",
+            408 => "408",
+            409 => "409",
+            413 => "413",
+            415 => "415",
+            422 => "422",
+            500 => "500",
+            503 => "503",
+            _ => return status.to_string().into(),
+        };
+        known.into()
+    }
+
+    /// Records one finished tool call (the tool's name is copied once for the three series).
+    pub fn tool_call(tool: &str, outcome: &'static str, attempts: u32, elapsed: Duration) {
+        let tool = metrics::SharedString::from(std::sync::Arc::<str>::from(tool));
+        metrics::counter!("toolwire_tool_calls_total", "tool" => tool.clone(), "outcome" => outcome).increment(1);
+        metrics::counter!("toolwire_tool_attempts_total", "tool" => tool.clone()).increment(u64::from(attempts));
+        metrics::histogram!("toolwire_tool_call_duration_seconds", "tool" => tool).record(elapsed.as_secs_f64());
     }
 
     /// Moves the in-flight gauge.

@@ -61,13 +61,31 @@ pub struct Principal(pub Arc<str>);
 impl Principal {
     /// The principal of every request when auth is off.
     pub fn anonymous() -> Self {
-        Principal(Arc::from(crate::turn::ANONYMOUS))
+        // One shared string, not a new allocation per request.
+        static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| Arc::from(crate::turn::ANONYMOUS));
+        Principal(Arc::clone(&ANONYMOUS))
     }
 }
 
 /// Rejects requests without a valid `Authorization: Bearer <token>` when auth is on, and
 /// records the request's [`Principal`].
 pub async fn require_token(State(state): State<AppState>, mut req: Request, next: Next) -> Result<Response, ApiError> {
+    authenticate(&state, &mut req)?;
+    Ok(next.run(req).await)
+}
+
+/// Everything in front of the work routes, in this order: [`require_token`], [`read_body`],
+/// [`shed_load`]. One middleware instead of three nested ones: each layer clones the inner
+/// service (a boxed clone) and boxes its future on every request, and this is the hot path.
+pub async fn work(State(state): State<AppState>, mut req: Request, next: Next) -> Result<Response, ApiError> {
+    authenticate(&state, &mut req)?;
+    let req = buffer_body(&state, req).await?;
+    shed(&state, req, next).await
+}
+
+/// The check of [`require_token`]: records the [`Principal`] or refuses the request.
+fn authenticate(state: &AppState, req: &mut Request) -> Result<(), ApiError> {
     let principal = if state.tokens.enabled() {
         let principal = req
             .headers()
@@ -83,13 +101,19 @@ pub async fn require_token(State(state): State<AppState>, mut req: Request, next
         Principal::anonymous()
     };
     req.extensions_mut().insert(principal);
-    Ok(next.run(req).await)
+    Ok(())
 }
 
 /// Reads the whole request body, within `limits.body_read_timeout` and `limits.body_bytes`,
 /// before the request may take a work slot: a client trickling its body holds a connection
 /// (bounded by `limits.max_connections`), never a slot. Too slow → 408, too large → 413.
 pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+    let req = buffer_body(&state, req).await?;
+    Ok(next.run(req).await)
+}
+
+/// The work of [`read_body`]: the request with its whole body in memory.
+async fn buffer_body(state: &AppState, req: Request) -> Result<Request, ApiError> {
     use futures_util::StreamExt as _;
     let limit = state.config.limits.body_bytes;
     let timeout = state.config.limits.body_read_timeout.0;
@@ -116,15 +140,18 @@ pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) 
             });
         }
     };
-    Ok(next
-        .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await)
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 /// Sheds load: when `limits.concurrent_requests` requests are already being worked on, answer
 /// 503 with `Retry-After` at once instead of queueing. A streamed answer keeps its slot until
 /// its last event is sent (or its client leaves), not only until its headers are.
 pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+    shed(&state, req, next).await
+}
+
+/// The work of [`shed_load`].
+async fn shed(state: &AppState, req: Request, next: Next) -> Result<Response, ApiError> {
     let Ok(permit) = Arc::clone(&state.work_slots).try_acquire_owned() else {
         crate::telemetry::metrics::rejected("shed");
         return Err(ApiError::Overloaded);

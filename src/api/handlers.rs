@@ -187,13 +187,15 @@ pub(super) async fn execute(
         cancel: &state.cancel,
     };
     let Some(key) = headers.get("idempotency-key") else {
-        let resp = turn::run(ctx, prepared, &req).await;
+        // Boxed: the turn's future (every call's backend request inline) is large, and every
+        // layer around this handler would move it again on the way in.
+        let resp = Box::pin(turn::run(ctx, prepared, &req)).await;
         return Ok(Json(resp).into_response());
     };
     let key = key.to_str().unwrap_or_default();
     let wait_limit = state.config.limits.request_timeout.0;
     let answer = idempotency::once(&state.request_keys, &principal.0, key, &req, wait_limit, || {
-        turn::run(ctx, prepared, &req)
+        Box::pin(turn::run(ctx, prepared, &req))
     })
     .await?;
     Ok(match answer {

@@ -27,9 +27,22 @@ use crate::registry::Registry;
 
 pub use error::ApiError;
 
-/// Shared state of every handler. Cheap to clone.
+/// Shared state of every handler: one `Arc`, so the per-request clones (one per middleware
+/// layer and handler that extracts `State`) are one reference count each, not one per field.
+/// Fields are read through `Deref` (`state.config`, `state.executor`, …).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub struct Shared {
     /// The active tool set. Swapped whole on reload; a request keeps the snapshot it started with.
     pub registry: Arc<ArcSwap<Registry>>,
     pub config: Arc<ServerConfig>,
@@ -52,12 +65,24 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State around a loaded registry.
+    /// State around a loaded registry without MCP servers.
     pub fn new(config: ServerConfig, registry: Registry, executor: Executor) -> Self {
+        Self::with_mcp(config, registry, executor, None)
+    }
+
+    /// State around a registry built with the MCP hub `hub`: reloads list its servers again,
+    /// and `/readyz` and `/v1/tools` show their state.
+    pub fn with_mcp(
+        config: ServerConfig,
+        registry: Registry,
+        executor: Executor,
+        hub: Option<crate::mcp::McpHub>,
+    ) -> Self {
         let _ = crate::telemetry::metrics::handle();
         crate::telemetry::metrics::reload("initial", registry.len());
-        let reloader = crate::reload::Reloader::new(registry, &config);
-        AppState {
+        let mut reloader = crate::reload::Reloader::new(registry, &config);
+        reloader.mcp = hub.clone();
+        AppState(Arc::new(Shared {
             registry: Arc::clone(&reloader.registry),
             reload: Arc::clone(&reloader.status),
             reloader,
@@ -68,16 +93,8 @@ impl AppState {
             executor: Arc::new(executor),
             cancel: CancellationToken::new(),
             draining: Arc::new(AtomicBool::new(false)),
-            mcp: None,
-        }
-    }
-
-    /// Attaches the MCP hub the registry was built with: reloads list its servers again, and
-    /// `/readyz` and `/v1/tools` show their state.
-    pub fn with_mcp(mut self, hub: Option<crate::mcp::McpHub>) -> Self {
-        self.reloader.mcp = hub.clone();
-        self.mcp = hub;
-        self
+            mcp: hub,
+        }))
     }
 }
 
@@ -103,10 +120,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/execute", post(handlers::execute))
         .route("/v1/completions/assemble", post(handlers::assemble))
         .route("/v1/tools/{name}/call", post(handlers::call_tool))
-        // Outermost first: authenticate, read the body within its timeout, then take a slot.
-        .layer(middleware::from_fn_with_state(state.clone(), guard::shed_load))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::read_body))
-        .layer(middleware::from_fn_with_state(state.clone(), guard::require_token));
+        // Authenticate, read the body within its timeout, then take a slot (one middleware).
+        .layer(middleware::from_fn_with_state(state.clone(), guard::work));
     let read = Router::new()
         .route("/v1/tools", get(handlers::list_tools))
         .route("/v1/schemas", get(handlers::schemas))

@@ -14,10 +14,9 @@ use crate::telemetry::metrics;
 /// Wraps every request.
 pub(super) async fn observe(req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    // A cheap clone (the template is shared), so no string is built per request.
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
     let method = method_label(req.method());
     let span = tracing::info_span!("request", %method, %route);
     let resp = next.run(req).instrument(span.clone()).await;
@@ -26,7 +25,7 @@ pub(super) async fn observe(req: Request, next: Next) -> Response {
     span.in_scope(|| {
         tracing::info!(status, latency_ms = elapsed.as_secs_f64() * 1000.0, "Request finished.");
     });
-    metrics::http_request(&route, method, status, elapsed);
+    metrics::http_request(route, method, status, elapsed);
     resp
 }
 

@@ -142,10 +142,12 @@ impl HttpBackend {
     /// global and the tool's rules, host names against the tool's own rules when it has any.
     async fn check_egress(&self, spec: &HttpSpec, url: &Url, timeout: Duration) -> Result<(), BackendError> {
         let tool_rules = !(spec.egress_allow.is_empty() && spec.egress_deny.is_empty());
+        // The global policy is borrowed, not cloned per call; a tool with rules of its own gets
+        // its combined policy.
         let policy = if tool_rules {
-            self.policy.with_rules(&spec.egress_allow, &spec.egress_deny)
+            std::borrow::Cow::Owned(self.policy.with_rules(&spec.egress_allow, &spec.egress_deny))
         } else {
-            (*self.policy).clone()
+            std::borrow::Cow::Borrowed(&*self.policy)
         };
         let port = url.port_or_known_default().unwrap_or(80);
         let blocked = |b: Blocked| BackendError::Blocked(format!("{b}; this destination is not allowed for tools"));

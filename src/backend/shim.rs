@@ -87,6 +87,37 @@ impl ExecShim {
     }
 }
 
+/// Reads the shim's command line as [`ExecShim::args`] writes it — `__exec-shim`, then
+/// `--flag value` pairs of the four limits, `--`, the program and its arguments — without the
+/// full command-line parser: the shim runs once per subprocess call, and building `toolwire`'s
+/// whole command tree would cost more than everything else it does. `None` for anything else
+/// (the caller then parses with the full parser, which also explains mistakes).
+pub fn parse_args(mut args: impl Iterator<Item = OsString>) -> Option<(ResourceLimits, Vec<OsString>)> {
+    if args.next()? != SUBCOMMAND {
+        return None;
+    }
+    let mut limits = ResourceLimits::default();
+    loop {
+        let flag = args.next()?;
+        if flag == "--" {
+            break;
+        }
+        let value: u64 = args.next()?.to_str()?.parse().ok()?;
+        let slot = match flag.to_str()? {
+            "--address-space" => &mut limits.address_space,
+            "--cpu" => &mut limits.cpu_seconds,
+            "--open-files" => &mut limits.open_files,
+            "--processes" => &mut limits.processes,
+            _ => return None,
+        };
+        if slot.replace(value).is_some() {
+            return None;
+        }
+    }
+    let command: Vec<OsString> = args.collect();
+    (!command.is_empty()).then_some((limits, command))
+}
+
 /// Why the shim could not start the program.
 #[derive(Debug, thiserror::Error)]
 pub enum ShimError {
@@ -213,5 +244,38 @@ mod tests {
             args,
             [SUBCOMMAND, "--cpu", "2", "--open-files", "64", "--", "grep", "-n", "x"]
         );
+    }
+
+    #[test]
+    fn parse_args_reads_what_args_writes() {
+        let shim = ExecShim::new("/bin/toolwire");
+        let limits = ResourceLimits {
+            address_space: Some(1 << 30),
+            cpu_seconds: Some(2),
+            open_files: Some(64),
+            processes: Some(10),
+        };
+        let argv = shim.args(&limits, "grep", &["--".into(), "-n".into()]);
+        let (read, command) = parse_args(argv.into_iter()).unwrap();
+        assert_eq!(read, limits);
+        assert_eq!(command, ["grep", "--", "-n"]);
+        let none = shim.args(&ResourceLimits::default(), "true", &[]);
+        let (read, command) = parse_args(none.into_iter()).unwrap();
+        assert_eq!(
+            (read, command),
+            (ResourceLimits::default(), vec![OsString::from("true")])
+        );
+    }
+
+    #[test]
+    fn parse_args_leaves_anything_else_to_the_full_parser() {
+        let parse = |argv: &[&str]| parse_args(argv.iter().map(OsString::from));
+        assert!(parse(&["serve"]).is_none());
+        assert!(parse(&[SUBCOMMAND, "--",]).is_none(), "no program");
+        assert!(parse(&[SUBCOMMAND, "true"]).is_none(), "no `--`");
+        assert!(parse(&[SUBCOMMAND, "--cpu=2", "--", "true"]).is_none());
+        assert!(parse(&[SUBCOMMAND, "--cpu", "x", "--", "true"]).is_none());
+        assert!(parse(&[SUBCOMMAND, "--cpu", "1", "--cpu", "2", "--", "true"]).is_none());
+        assert!(parse(&[SUBCOMMAND, "--nice", "1", "--", "true"]).is_none());
     }
 }

@@ -299,11 +299,13 @@ impl Executor {
         } = cx;
         let started = Instant::now();
         let _in_flight = InFlight::enter();
-        batch.emit(ExecEvent::CallStarted {
-            index,
-            id: call.id.clone(),
-            name: call.name.clone(),
-        });
+        if batch.events.is_some() {
+            batch.emit(ExecEvent::CallStarted {
+                index,
+                id: call.id.clone(),
+                name: call.name.clone(),
+            });
+        }
         // Logs and metrics name registered tools only: a model-chosen name is unbounded
         // (metric label cardinality, log size), so anything else is `_unknown`.
         let label = registry.get(&call.name).map_or(UNKNOWN_TOOL_LABEL, |t| t.name.as_str());
@@ -355,10 +357,13 @@ impl Executor {
         if outcome_label == "rejected" {
             crate::telemetry::metrics::rejected("admission");
         }
-        batch.emit(ExecEvent::CallFinished {
-            index,
-            result: result.clone(),
-        });
+        // Only a streaming request has a sink; the others need no copy of the result.
+        if batch.events.is_some() {
+            batch.emit(ExecEvent::CallFinished {
+                index,
+                result: result.clone(),
+            });
+        }
         result
     }
 

@@ -124,7 +124,7 @@ impl Node {
         let executor = executor.with_mcp(Some(hub.caller()));
         let listener = toolwire::server::bind("127.0.0.1:0".parse().unwrap(), 128).unwrap();
         let addr = listener.local_addr().unwrap();
-        let state = AppState::new(config, registry, executor).with_mcp(Some(hub.clone()));
+        let state = AppState::with_mcp(config, registry, executor, Some(hub.clone()));
         let reloader = toolwire::reload::spawn(state.reloader.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(toolwire::server::serve(listener, state.clone(), async move {
