@@ -20,6 +20,9 @@ use toolwire::tool::ResourceLimits;
 use toolwire::turn::{self, ExecOptions, ExecuteRequest};
 use toolwire::{server, shutdown, telemetry};
 
+/// Longest wait for the last spans to reach the collector at shutdown (after the drain).
+const TRACE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -185,7 +188,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(format) = args.log_format {
                 config.log_format = format;
             }
-            telemetry::init(&config.log, config.log_format);
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            // Inside the runtime: the trace exporter's batch task runs on it.
+            let traces = {
+                let _runtime = runtime.enter();
+                telemetry::init_with_traces(&config.log, config.log_format)?
+            };
             let registry = match Registry::load(&config.tools_dir, &config.defaults) {
                 Ok(r) => r,
                 Err(diagnostics) => {
@@ -201,8 +209,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for w in &registry.warnings {
                 tracing::warn!(%w, "Tool definition warning.");
             }
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(async move {
+            let served = runtime.block_on(async move {
                 let listener = server::bind(config.listen, config.listen_backlog)
                     .with_context(|| format!("binding {}", config.listen))?;
                 let addr = listener.local_addr()?;
@@ -218,7 +225,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 server::serve(listener, state, shutdown::signal())
                     .await
                     .context("serving")
-            })?;
+            });
+            // After the drain, from this thread, while the runtime (which runs the export) lives.
+            if let Some(traces) = traces {
+                traces.shutdown(TRACE_FLUSH_LIMIT);
+            }
+            served?;
             Ok(ExitCode::SUCCESS)
         }
     }
