@@ -34,3 +34,4 @@ mod security_secrets;
 mod security_tls;
 mod stream_in;
 mod streaming;
+mod tracing_otlp;
