@@ -315,6 +315,42 @@ pub fn inject(headers: &mut HeaderMap) {
     }
 }
 
+/// `TRACEPARENT` (and `TRACESTATE`) of the current span for a subprocess tool's environment
+/// (the OpenTelemetry convention for environment-variable carriers); empty when traces are off
+/// or there is no span. A tool's own `env` entries of the same names win.
+pub fn context_env() -> Vec<(&'static str, String)> {
+    if !enabled() {
+        return Vec::new();
+    }
+    let cx = Context::current();
+    if !cx.span().span_context().is_valid() {
+        return Vec::new();
+    }
+    let mut headers = HeaderMap::new();
+    TraceContextPropagator::new().inject_context(&cx, &mut HeaderInjector(&mut headers));
+    let mut env = Vec::with_capacity(2);
+    for (header, var) in [("traceparent", "TRACEPARENT"), ("tracestate", "TRACESTATE")] {
+        if let Some(v) = headers.get(header).and_then(|v| v.to_str().ok()) {
+            env.push((var, v.to_owned()));
+        }
+    }
+    env
+}
+
+/// `work` running in the current trace context, for work handed to another task (a streamed
+/// response's calls): without it, spans created there would start new traces.
+pub fn in_current_trace<F: std::future::Future>(work: F) -> futures_util::future::Either<F, WithContext<F>> {
+    use opentelemetry::context::FutureExt as _;
+    if enabled() {
+        futures_util::future::Either::Right(work.with_context(Context::current()))
+    } else {
+        futures_util::future::Either::Left(work)
+    }
+}
+
+/// A future that runs with an OpenTelemetry context attached.
+pub type WithContext<F> = opentelemetry::context::WithContext<F>;
+
 /// At most `max` bytes of `text`, cut at a character boundary.
 fn bounded(text: &str, max: usize) -> String {
     if text.len() <= max {

@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 
 use crate::common::binary::Binary;
 use crate::common::mock_backend::{MockBackend, refused_addr};
-use crate::common::tools::{ToolsDir, execute_body, http_tool, merge};
+use crate::common::tools::{ToolsDir, exec_tool, execute_body, http_tool, merge};
 
 /// The caller's trace: `traceparent` = `00-TRACE-PARENT-01` (sampled).
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -149,7 +149,8 @@ fn find<'a>(spans: &'a [(ResourceSpans, Span)], name: &str) -> &'a Span {
 }
 
 /// The tools: `ok_tool` (a secret header, an injected state value), `flaky` (503 once, then
-/// 200: two attempts) and `failing` (400: fails for good).
+/// 200: two attempts), `failing` (400: fails for good) and `run_echo` (a subprocess that prints
+/// its environment).
 fn tools(backend: &MockBackend) -> ToolsDir {
     let ok = merge(
         http_tool("ok_tool", &backend.url("/ok")),
@@ -163,7 +164,7 @@ fn tools(backend: &MockBackend) -> ToolsDir {
         json!({"idempotent": true, "retry": {"max_attempts": 3, "backoff": "20ms", "max_backoff": "40ms"}}),
     );
     let failing = http_tool("failing", &backend.url("/status/400"));
-    ToolsDir::new(&[ok, flaky, failing])
+    ToolsDir::new(&[ok, flaky, failing, exec_tool("run_echo", &["echo"])])
 }
 
 fn config(dir: &tempfile::TempDir) -> std::path::PathBuf {
@@ -178,6 +179,7 @@ async fn execute(bin: &Binary) -> Value {
         ("call_ok", "ok_tool", json!({"q": ARGUMENT})),
         ("call_flaky", "flaky", json!({"q": ARGUMENT})),
         ("call_failing", "failing", json!({"q": ARGUMENT})),
+        ("call_exec", "run_echo", json!({"q": ARGUMENT})),
     ]);
     body["state"] = json!({"user": STATE});
     let resp = reqwest::Client::builder()
@@ -270,6 +272,7 @@ async fn spans_links_attributes_and_events_reach_a_real_otlp_receiver() {
         ("ok_tool", "call_ok"),
         ("flaky", "call_flaky"),
         ("failing", "call_failing"),
+        ("run_echo", "call_exec"),
     ] {
         let span = find(&spans, &format!("execute_tool {tool}"));
         assert_eq!(span.kind, SpanKind::Internal as i32);
@@ -335,6 +338,11 @@ async fn spans_links_attributes_and_events_reach_a_real_otlp_receiver() {
         checked += 1;
     }
     assert_eq!(checked, 4, "ok once, flaky twice, failing once");
+    // A subprocess tool gets the same as `TRACEPARENT` / `TRACESTATE` in its environment.
+    let env = &results[3]["output"]["env"];
+    let exec_span = hex(&find(&spans, "execute_tool run_echo").span_id);
+    assert_eq!(env["TRACEPARENT"], format!("00-{TRACE_ID}-{exec_span}-01"), "{resp}");
+    assert_eq!(env["TRACESTATE"], TRACESTATE, "{resp}");
 
     // Never a secret, an argument, a state value or the collector's key in the export.
     let raw = receiver.raw();
@@ -376,6 +384,13 @@ async fn nothing_is_exported_or_propagated_when_traces_are_off() {
         let bin = Binary::start_with_env(&config(&dir), tools.path(), &env);
         let resp = execute(&bin).await;
         assert_eq!(resp["results"][0]["ok"], true, "{resp}");
+        let env = resp["results"][3]["output"]["env"]
+            .as_object()
+            .expect("the echo's environment");
+        assert!(
+            !env.contains_key("TRACEPARENT") && !env.contains_key("TRACESTATE"),
+            "{resp}"
+        );
         stop(bin).await;
         for r in backend.requests() {
             assert_eq!(r.header("traceparent"), None, "{extra:?}: {}", r.path);
@@ -446,4 +461,54 @@ async fn a_hanging_collector_cannot_hold_the_shutdown() {
     .unwrap();
     assert!(stderr.contains("Flushing traces took too long"), "{stderr}");
     hold.abort();
+}
+
+/// A streamed `/v1/execute` runs its calls in a task of their own: they stay in the caller's
+/// trace, children of the request span.
+#[tokio::test]
+async fn streamed_calls_stay_in_the_request_trace() {
+    let receiver = Receiver::start().await;
+    let backend = MockBackend::start().await;
+    let tools = tools(&backend);
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Binary::start_with_env(
+        &config(&dir),
+        tools.path(),
+        &[
+            ("OTEL_TEST_SECRET", SECRET),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                &format!("{}/v1/traces", receiver.url),
+            ),
+        ],
+    );
+    let mut body = execute_body(&[("call_ok", "ok_tool", json!({"q": ARGUMENT}))]);
+    body["state"] = json!({"user": STATE});
+    let text = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(bin.url("/v1/execute"))
+        .header("accept", "application/x-ndjson")
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("\"event\":\"response\""), "{text}");
+    stop(bin).await;
+    let spans = receiver.spans();
+    let request = find(&spans, "POST /v1/execute");
+    assert_eq!(hex(&request.parent_span_id), PARENT_ID);
+    let tool = find(&spans, "execute_tool ok_tool");
+    assert_eq!(hex(&tool.trace_id), TRACE_ID);
+    assert_eq!(tool.parent_span_id, request.span_id);
+    let sent = backend.requests().into_iter().find(|r| r.path == "/ok").unwrap();
+    assert!(
+        sent.header("traceparent")
+            .is_some_and(|t| t.contains(&hex(&tool.span_id)))
+    );
 }
