@@ -132,7 +132,7 @@ where
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .build()
-        .map_err(|e| TracesError(e.to_string()))?;
+        .map_err(|e| TracesError(without_settings(&e.to_string(), |k| std::env::var(k).ok())))?;
     let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
@@ -149,6 +149,24 @@ where
         .with_tracked_inactivity(false)
         .with_filter(tracing_subscriber::filter::filter_fn(|m| m.target() == TARGET));
     Ok((layer, Tracing { provider }))
+}
+
+/// `message` with the values of the endpoint and header variables cut out: an endpoint URL can
+/// hold credentials (`https://user:key@…`) and headers hold API keys, and the exporter's errors
+/// quote what they reject.
+fn without_settings(message: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = message.to_owned();
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    ] {
+        if let Some(value) = var(name).filter(|v| !v.is_empty()) {
+            out = out.replace(&value, &format!("(the value of {name})"));
+        }
+    }
+    out
 }
 
 /// Turns the span sites on. Called once the layer is installed.
@@ -452,14 +470,27 @@ mod tests {
     }
 
     #[test]
+    fn setup_errors_do_not_quote_endpoints_or_headers() {
+        let vars = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://user:k3y@bad host")];
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let msg = super::without_settings(
+            "invalid endpoint 'http://user:k3y@bad host': invalid uri character",
+            |k| map.get(k).cloned(),
+        );
+        assert_eq!(
+            msg,
+            "invalid endpoint '(the value of OTEL_EXPORTER_OTLP_ENDPOINT)': invalid uri character"
+        );
+    }
+
+    #[test]
     fn service_name_defaults_to_toolwire_and_yields_to_the_environment() {
         let name = |vars: &[(&str, &str)]| {
             let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
             let r = super::resource(|k| map.get(k).cloned());
             r.get(&opentelemetry::Key::new("service.name")).map(|v| v.to_string())
         };
-        // `OTEL_RESOURCE_ATTRIBUTES` of the test process itself is not set in CI; only the
-        // explicit service name is passed through `var`.
+        // (`OTEL_RESOURCE_ATTRIBUTES` is read from the process environment, unset here.)
         assert_eq!(name(&[]).as_deref(), Some(super::DEFAULT_SERVICE_NAME));
         assert_eq!(
             name(&[("OTEL_SERVICE_NAME", "agent-tools")]).as_deref(),
