@@ -2,11 +2,11 @@
 //!
 //! Everything the request carries comes from the tool definition's templates and the call's
 //! arguments (and, with traces on, the `traceparent` of toolwire's own span): nothing from the
-//! inbound request is forwarded implicitly. Placeholder values are
-//! percent-encoded so a model-chosen value can never change the scheme, host or path structure
-//! of the URL; header values may not contain CR/LF; the response is read as a stream with a hard
-//! cap, so a backend cannot make us buffer without bound; and the whole attempt (connect,
-//! headers, body) is bounded by the attempt's timeout.
+//! inbound request is forwarded implicitly. Placeholder values are percent-encoded so a
+//! model-chosen value can never change the scheme, host or path structure of the URL; header
+//! values may not contain CR/LF; the response is read as a stream with a hard cap, so a backend
+//! cannot make us buffer without bound; and the whole attempt (connect, headers, body) is
+//! bounded by the attempt's timeout.
 //!
 //! Errors say whether the request may have reached the backend (`sent`), because that decides
 //! whether the executor may retry a non-idempotent tool.
