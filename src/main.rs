@@ -26,6 +26,9 @@ use toolwire::{server, shutdown, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Longest wait for the last spans to reach the collector at shutdown (after the drain).
+const TRACE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     // The exec shim runs once per subprocess tool call: its own command line is read without
     // clap (see `shim::parse_args`); anything unusual falls through to clap below.
@@ -225,9 +228,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(format) = args.log_format {
                 config.log_format = format;
             }
-            telemetry::init(&config.log, config.log_format);
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(async move {
+            // Inside the runtime: the trace exporter's batch task runs on it.
+            let traces = {
+                let _runtime = runtime.enter();
+                telemetry::init_with_traces(&config.log, config.log_format)?
+            };
+            let served = runtime.block_on(async move {
                 let (state, hub) = start_state(config).await?;
                 let listener = server::bind(state.config.listen, state.config.listen_backlog)
                     .with_context(|| format!("binding {}", state.config.listen))?;
@@ -243,7 +250,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .context("serving");
                 hub.shut_down().await;
                 served
-            })?;
+            });
+            // After the drain, from this thread, while the runtime (which runs the export) lives.
+            if let Some(traces) = traces {
+                traces.shutdown(TRACE_FLUSH_LIMIT);
+            }
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(args) => {

@@ -1,4 +1,7 @@
-//! Tracing setup: `RUST_LOG` (or the config's `log`) filter, pretty or JSON lines on stderr.
+//! Tracing setup: `RUST_LOG` (or the config's `log`) filter, pretty or JSON lines on stderr;
+//! OpenTelemetry traces when the `OTEL_*` variables ask for them ([`traces`]).
+
+pub mod traces;
 
 use tracing_subscriber::EnvFilter;
 
@@ -7,6 +10,68 @@ use crate::config::server::LogFormat;
 /// Installs the global subscriber. `RUST_LOG` wins over `filter` when set. Safe to call twice
 /// (the second call is ignored), which tests rely on.
 pub fn init(filter: &str, format: LogFormat) {
+    let env_filter = env_filter(filter);
+    let ansi = ansi();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Pretty => builder.fmt_fields(escaped_fields()).try_init(),
+    };
+}
+
+/// [`init`], plus OpenTelemetry traces when the environment turns them on
+/// ([`traces::decide`]); returns the pipeline to flush at shutdown. Call inside the tokio
+/// runtime that will run the export. With traces off this is exactly [`init`]: the same
+/// subscriber, no extra layer.
+pub fn init_with_traces(filter: &str, format: LogFormat) -> Result<Option<traces::Tracing>, traces::TracesError> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::FilterExt as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let decision = traces::decide(|k| std::env::var(k).ok());
+    if let traces::Decision::Off { why, warn } = decision {
+        init(filter, format);
+        if warn {
+            tracing::warn!(reason = why, "OpenTelemetry traces are off.");
+        } else {
+            tracing::debug!(reason = why, "OpenTelemetry traces are off.");
+        }
+        return Ok(None);
+    }
+    let (otel, tracing) = traces::build()?;
+    // The log layer never sees the trace spans (their fields are for the exporter only).
+    let logs = env_filter(filter).and(tracing_subscriber::filter::filter_fn(|m| m.target() != traces::TARGET));
+    let fmt = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_ansi(ansi())
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .with_filter(logs)
+            .boxed(),
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .with_ansi(ansi())
+            .fmt_fields(escaped_fields())
+            .with_writer(std::io::stderr)
+            .with_filter(logs)
+            .boxed(),
+    };
+    if tracing_subscriber::registry().with(fmt).with(otel).try_init().is_ok() {
+        traces::set_enabled();
+        tracing::info!("OpenTelemetry traces are on (OTLP over HTTP).");
+        Ok(Some(tracing))
+    } else {
+        // Another subscriber was installed first (tests): no layer, so no spans either.
+        Ok(None)
+    }
+}
+
+/// `RUST_LOG` if set and valid, else `filter`, else `info`; `rmcp` at `warn` unless named.
+fn env_filter(filter: &str) -> EnvFilter {
     let mut env_filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(filter))
         .unwrap_or_else(|_| EnvFilter::new("info"));
@@ -19,17 +84,13 @@ pub fn init(filter: &str, format: LogFormat) {
     {
         env_filter = env_filter.add_directive(directive);
     }
-    // Colours only on a terminal: in a file or a collector's pipe the escape codes are noise,
-    // and writing them costs time on every line.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(env_filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Pretty => builder.fmt_fields(escaped_fields()).try_init(),
-    };
+    env_filter
+}
+
+/// Colours only on a terminal: in a file or a collector's pipe the escape codes are noise, and
+/// writing them costs time on every line.
+fn ansi() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 /// The pretty format's field formatter: like the default (`name=value`, the message bare), with

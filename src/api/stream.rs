@@ -67,7 +67,8 @@ pub fn respond(
             }
         }
     });
-    tokio::spawn(async move {
+    // The calls run in their own task; they stay in the request's trace.
+    tokio::spawn(crate::telemetry::traces::in_current_trace(async move {
         let ctx = turn::Context {
             executor: &state.executor,
             registry: &registry,
@@ -81,7 +82,7 @@ pub fn respond(
         let _ = forwarder.await;
         let body = serde_json::to_value(&resp).unwrap_or(Value::Null);
         let _ = frames_tx.send(Frame::Response(body));
-    });
+    }));
     let frames = stream::unfold((frames_rx, Some(guard), false), |(mut rx, guard, done)| async move {
         if done {
             return None;

@@ -1,11 +1,12 @@
 //! The HTTP backend: one attempt of a tool call as one HTTP request.
 //!
 //! Everything the request carries comes from the tool definition's templates and the call's
-//! arguments: nothing from the inbound request is forwarded implicitly. Placeholder values are
-//! percent-encoded so a model-chosen value can never change the scheme, host or path structure
-//! of the URL; header values may not contain CR/LF; the response is read as a stream with a hard
-//! cap, so a backend cannot make us buffer without bound; and the whole attempt (connect,
-//! headers, body) is bounded by the attempt's timeout.
+//! arguments (and, with traces on, the `traceparent` of toolwire's own span): nothing from the
+//! inbound request is forwarded implicitly. Placeholder values are percent-encoded so a
+//! model-chosen value can never change the scheme, host or path structure of the URL; header
+//! values may not contain CR/LF; the response is read as a stream with a hard cap, so a backend
+//! cannot make us buffer without bound; and the whole attempt (connect, headers, body) is
+//! bounded by the attempt's timeout.
 //!
 //! Errors say whether the request may have reached the backend (`sent`), because that decides
 //! whether the executor may retry a non-idempotent tool.
@@ -247,7 +248,9 @@ impl HttpBackend {
         let args = attempt.arguments;
         let state = attempt.state;
         let url = build_url(spec, args, state)?;
-        let headers = build_headers(spec, attempt)?;
+        let mut headers = build_headers(spec, attempt)?;
+        // The call's trace context (`docs/tracing.md`); nothing when traces are off.
+        crate::telemetry::traces::inject(&mut headers);
         let mut builder = client
             .request(spec.method.clone(), url)
             .headers(headers)

@@ -140,9 +140,11 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
             cmd
         }
     };
-    // Exactly the configured environment: the minimal PATH, then the tool's `env`.
+    // Exactly the configured environment: the minimal PATH, the call's trace context when
+    // traces are on (`docs/tracing.md`), then the tool's `env`.
     cmd.env_clear()
         .env("PATH", DEFAULT_PATH)
+        .envs(crate::telemetry::traces::context_env())
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if envelope.is_some() {
             Stdio::piped()

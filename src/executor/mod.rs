@@ -310,6 +310,8 @@ impl Executor {
         // (metric label cardinality, log size), so anything else is `_unknown`.
         let label = registry.get(&call.name).map_or(UNKNOWN_TOOL_LABEL, |t| t.name.as_str());
         let span = tracing::info_span!("tool_call", tool = %label, call_id = call.id.as_deref().unwrap_or("-"), index);
+        // `Span::none()` unless OpenTelemetry traces are on (`docs/tracing.md`).
+        let trace = crate::telemetry::traces::tool_span(label, call.id.as_deref());
         let work = AssertUnwindSafe(self.run_checked(&cx)).catch_unwind();
         let (ran, replayed) = async {
             tokio::select! {
@@ -321,6 +323,7 @@ impl Executor {
             }
         }
         .instrument(span.clone())
+        .instrument(trace.clone())
         .await;
         let Ran {
             outcome,
@@ -350,6 +353,7 @@ impl Executor {
             replayed,
         };
         let outcome_label = result.error().map_or("ok", |e| e.kind.as_str());
+        crate::telemetry::traces::finish_tool(&trace, result.error().map(|e| e.kind.as_str()), attempts, replayed);
         span.in_scope(|| {
             tracing::info!(outcome = outcome_label, attempts, duration_ms, "Tool call finished.");
         });
@@ -510,6 +514,10 @@ impl Executor {
                 retry_in_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             });
         };
+        let on_attempt = |n: u32, err: Option<&BackendError>, backoff: Option<Duration>| {
+            let outcome = err.map_or("ok", |e| e.to_tool_error().kind.as_str());
+            crate::telemetry::traces::attempt(n, outcome, backoff);
+        };
         let budget = RetryBudget {
             policy: &tool.policy.retry,
             timeout: tool.policy.timeout,
@@ -517,6 +525,7 @@ impl Executor {
             deadline,
             stop_grace: Backends::stop_grace(&tool.backend, &tool.policy),
             on_retry: batch.events.is_some().then_some(&on_retry as retry::OnRetry<'_>),
+            on_attempt: crate::telemetry::traces::enabled().then_some(&on_attempt as retry::OnAttempt<'_>),
         };
         let args = &args;
         let key = key.as_str();

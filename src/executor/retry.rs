@@ -54,6 +54,10 @@ pub fn backoff_delay(policy: &RetryPolicy, retry: u32, jitter: &dyn Jitter) -> D
 /// Called before each backoff sleep with the attempt that failed, its error and the delay.
 pub type OnRetry<'a> = &'a (dyn Fn(u32, &BackendError, Duration) + Sync);
 
+/// Called after every attempt with its number, its error (`None`: it succeeded) and the delay
+/// before the next attempt (`None`: it was the last). Trace events (`docs/tracing.md`).
+pub type OnAttempt<'a> = &'a (dyn Fn(u32, Option<&BackendError>, Option<Duration>) + Sync);
+
 /// What the loop needs to know about the call.
 #[derive(Clone, Copy)]
 pub struct RetryBudget<'a> {
@@ -68,6 +72,8 @@ pub struct RetryBudget<'a> {
     pub stop_grace: Duration,
     /// Observer of failed attempts that will be retried (streaming `attempt_failed` events).
     pub on_retry: Option<OnRetry<'a>>,
+    /// Observer of every attempt (trace events); `None` when traces are off.
+    pub on_attempt: Option<OnAttempt<'a>>,
 }
 
 /// The outcome of the loop: the output or the final error, and attempts made.
@@ -104,8 +110,14 @@ where
                 signal: None,
             }),
         };
+        let seen = |err: Option<&BackendError>, next: Option<Duration>| {
+            if let Some(on_attempt) = budget.on_attempt {
+                on_attempt(n, err, next);
+            }
+        };
         let err = match result {
             Ok(out) => {
+                seen(None, None);
                 return RetryOutcome {
                     result: Ok(out),
                     attempts: n,
@@ -114,9 +126,11 @@ where
             Err(e) => e,
         };
         if matches!(err, BackendError::Timeout { .. }) && cut_by_deadline {
+            seen(Some(&err), None);
             return deadline_exceeded(n);
         }
         if n >= max || !err.is_retryable(budget.idempotent) {
+            seen(Some(&err), None);
             return RetryOutcome {
                 result: Err(final_error(&err, n)),
                 attempts: n,
@@ -126,6 +140,7 @@ where
         let delay = match err.retry_after() {
             Some(after) if after > MAX_RETRY_AFTER || after >= remaining => {
                 // The backend asks for more time than the call has: stop and tell the agent.
+                seen(Some(&err), None);
                 return RetryOutcome {
                     result: Err(final_error(&err, n)),
                     attempts: n,
@@ -135,12 +150,14 @@ where
             None => backoff_delay(budget.policy, n - 1, jitter),
         };
         if delay >= remaining {
+            seen(Some(&err), None);
             return RetryOutcome {
                 result: Err(final_error(&err, n)),
                 attempts: n,
             };
         }
         tracing::debug!(attempt = n, delay_ms = delay.as_millis() as u64, error = %err, "Retrying tool call.");
+        seen(Some(&err), Some(delay));
         if let Some(on_retry) = budget.on_retry {
             on_retry(n, &err, delay);
         }
@@ -193,6 +210,7 @@ mod tests {
             deadline: Instant::now() + deadline,
             stop_grace: Duration::ZERO,
             on_retry: None,
+            on_attempt: None,
         }
     }
 
@@ -254,6 +272,42 @@ mod tests {
             *times.lock().unwrap(),
             vec![Duration::ZERO, Duration::from_millis(100), Duration::from_millis(300)]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_attempt_is_observed_once_with_its_backoff() {
+        let p = policy(3);
+        let seen = Mutex::new(Vec::new());
+        let observe = |n: u32, err: Option<&BackendError>, next: Option<Duration>| {
+            seen.lock().unwrap().push((n, err.is_some(), next));
+        };
+        let mut b = budget(&p, Duration::from_secs(30));
+        b.on_attempt = Some(&observe);
+        let out = run(b, &FixedJitter(1.0), |n, _| async move {
+            if n < 3 {
+                Err(unavailable())
+            } else {
+                Ok(Output::new(json!("ok"), false))
+            }
+        })
+        .await;
+        assert_eq!(out.attempts, 3);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                (1, true, Some(Duration::from_millis(100))),
+                (2, true, Some(Duration::from_millis(200))),
+                (3, false, None)
+            ]
+        );
+        // A final failure is observed without a backoff.
+        seen.lock().unwrap().clear();
+        let mut b = budget(&p, Duration::from_secs(30));
+        b.on_attempt = Some(&observe);
+        let out = run(b, &FixedJitter(0.0), |_, _| async { Err(unavailable()) }).await;
+        assert_eq!(out.attempts, 3);
+        assert_eq!(seen.lock().unwrap().last(), Some(&(3, true, None)));
+        assert_eq!(seen.lock().unwrap().len(), 3);
     }
 
     #[tokio::test(start_paused = true)]

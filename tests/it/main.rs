@@ -37,3 +37,4 @@ mod security_tls;
 mod store_redis;
 mod stream_in;
 mod streaming;
+mod tracing_otlp;
