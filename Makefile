@@ -83,10 +83,11 @@ module-graph:
 examples-test: build
 	scripts/examples-test.sh
 
-.PHONY: bench bench-oop bench-inprocess bench-profile
+.PHONY: bench bench-oop bench-mcp bench-inprocess bench-profile
 ## toolwire's cost over a direct backend call, as users see it (docs/bench.md): first measured
-## out of process (bench-oop), then the in-process cells (bench-inprocess). ~5 min + builds.
-bench: bench-oop bench-inprocess
+## out of process (bench-oop), an MCP-backed tool against the same MCP server called directly
+## (bench-mcp), then the in-process cells (bench-inprocess). ~6 min + builds.
+bench: bench-oop bench-mcp bench-inprocess
 
 ## Out of process: the backend (bench/backend), toolwire (release) and the load generator oha
 ## as separate processes on 127.0.0.1; prints the table with ratios and goals and writes
@@ -109,6 +110,13 @@ bench-oop:
 	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
 	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
 	OHA_BIN="$$oha" python3 bench/run.py
+
+## An MCP tool through toolwire (/v1/execute -> [[mcp]] stdio server) against the same server
+## called directly with the official Python client (bench/mcp.py); per-call p50, overhead, ratio.
+bench-mcp: sdk-venv
+	$(CARGO) build --release --locked --bin toolwire
+	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" BENCH_MCP_OUT="$(BENCH_TARGET)/bench/mcp.json" \
+	.cache/sdk-venv/bin/python bench/mcp.py
 
 ## Noise-immune cost of one /v1/execute (bench/profile.py): instructions and heap allocations
 ## per request under callgrind, system calls per request under strace. PROFILE_ARGS=--calls 8 …

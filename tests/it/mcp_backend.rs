@@ -430,15 +430,19 @@ async fn one_broken_server_never_takes_the_others_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_cancel_and_the_connection_lives_on() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "mcp.toml",
-        &stdio_entry("fx", &[], "timeout = \"1s\"\nretry = { max_attempts = 1 }"),
+    let mark = dir.path().join("cancelled");
+    let env = format!(
+        "timeout = \"1s\"\nretry = {{ max_attempts = 1 }}\nenv = {{ FIXTURE_CANCELLED = {} }}",
+        serde_json::to_string(&mark.display().to_string()).unwrap()
     );
+    write(dir.path(), "mcp.toml", &stdio_entry("fx", &[], &env));
     let node = Node::start(dir.path()).await;
     let hung = node.call("fx__hang", json!({})).await;
 
     assert_error(&hung, "timeout", true, 1);
+    // The timeout reached the server as `notifications/cancelled`: its handler was cancelled
+    // (the fixture leaves a mark then), not left sleeping for an hour.
+    eventually("the server saw the cancellation", async || mark.exists()).await;
     let ok = node.call("fx__echo", json!({"text": "after"})).await;
     assert_eq!(ok["output"], json!("after"), "{ok}");
     assert_eq!(node.server_status("fx").restarts, 0, "the same connection");
