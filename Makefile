@@ -112,11 +112,11 @@ bench-oop:
 	OHA_BIN="$$oha" python3 bench/run.py
 
 ## An MCP tool through toolwire (/v1/execute -> [[mcp]] stdio server) against the same server
-## called directly with the official Python client (bench/mcp.py); per-call p50, overhead, ratio.
+## called directly with the official Python client (bench/mcp_cell.py); per-call p50, overhead, ratio.
 bench-mcp: sdk-venv
 	$(CARGO) build --release --locked --bin toolwire
 	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" BENCH_MCP_OUT="$(BENCH_TARGET)/bench/mcp.json" \
-	.cache/sdk-venv/bin/python bench/mcp.py
+	.cache/sdk-venv/bin/python bench/mcp_cell.py
 
 ## Noise-immune cost of one /v1/execute (bench/profile.py): instructions and heap allocations
 ## per request under callgrind, system calls per request under strace. PROFILE_ARGS=--calls 8 …

@@ -1,6 +1,6 @@
 """The MCP cell of `make bench` (docs/bench.md): what toolwire adds to a call of an MCP tool.
 
-    TOOLWIRE_BIN=target/release/toolwire .cache/sdk-venv/bin/python bench/mcp.py
+    TOOLWIRE_BIN=target/release/toolwire .cache/sdk-venv/bin/python bench/mcp_cell.py
 
 One MCP server (tests/fixtures/mcp/fixture_server.py over stdio, its `echo` tool; the official
 Python SDK) is called two ways, one call at a time, interleaved in rounds so that noise hits both:
@@ -72,7 +72,7 @@ async def direct_round(client: Client, n: int) -> list[float]:
         t = time.perf_counter()
         r = await client.call_tool("echo", {"text": "hello"})
         out.append(time.perf_counter() - t)
-        if r.isError or r.content[0].text != "hello":
+        if r.is_error or r.content[0].text != "hello":
             raise SystemExit(f"bench-mcp: unexpected direct answer {r}")
     return out
 
