@@ -22,7 +22,7 @@ build:
 ## Without nextest, the integration tests run one at a time: nextest gives each test a process
 ## of its own, while `cargo test` runs them as threads of one process, where the checks on the
 ## process's own children, fds and peak memory would see the other tests' (tests/it/common).
-test: sdk-venv
+test: sdk-venv test-deps
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		INSTA_UPDATE=no $(CARGO) nextest run --locked --no-fail-fast; \
 	else \
@@ -37,6 +37,12 @@ test: sdk-venv
 .PHONY: sdk-venv
 sdk-venv:
 	scripts/sdk-venv.sh
+
+## System programs the tests run for real (redis-server), installed from Debian's packages
+## when missing (scripts/test-deps.sh).
+.PHONY: test-deps
+test-deps:
+	scripts/test-deps.sh
 
 ## tests/bin/ (the fixture program faultproc) is a package of its own: formatted and linted too.
 FAULTPROC_MANIFEST = --manifest-path tests/bin/Cargo.toml
