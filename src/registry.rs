@@ -15,7 +15,7 @@ use crate::backend::tls;
 use crate::config::load::{LoadedDir, RawMcp, RawTool, load_dir};
 use crate::config::server::ToolDefaults;
 use crate::config::tls::TlsPaths;
-use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, SizeValue, TlsConfig};
+use crate::config::tool_file::{ExecConfig, HttpConfig, LimitsConfig, RetryConfig, SizeValue, TlsConfig};
 use crate::config::{Diagnostic, HumanDuration, lint, params};
 use crate::template::{Segment, Template};
 use crate::tool::ToolTls;
@@ -176,6 +176,45 @@ struct Checker<'a> {
     state_paths: Vec<Vec<String>>,
 }
 
+/// The policy keys tools and `[[mcp]]` servers share (`timeout`, `deadline`, `kill_grace`,
+/// `retry`, `concurrency`, the byte caps, `tags`), as written in either kind of entry.
+struct PolicyKeys<'a> {
+    timeout: Option<&'a str>,
+    deadline: Option<&'a str>,
+    kill_grace: Option<&'a str>,
+    retry: Option<&'a RetryConfig>,
+    concurrency: Option<u32>,
+    max_output_bytes: Option<usize>,
+    max_read_bytes: Option<usize>,
+    tags: &'a [String],
+}
+
+/// [`PolicyKeys`] of a `ToolConfig` or an `McpConfig` (the same field names in both).
+macro_rules! policy_keys {
+    ($config:expr) => {
+        PolicyKeys {
+            timeout: $config.timeout.as_deref(),
+            deadline: $config.deadline.as_deref(),
+            kill_grace: $config.kill_grace.as_deref(),
+            retry: $config.retry.as_ref(),
+            concurrency: $config.concurrency,
+            max_output_bytes: $config.max_output_bytes,
+            max_read_bytes: $config.max_read_bytes,
+            tags: &$config.tags,
+        }
+    };
+}
+
+/// The checked durations and retry settings of [`PolicyKeys`] (defaults filled in).
+struct CheckedPolicy {
+    timeout: Duration,
+    deadline: Duration,
+    kill_grace: Duration,
+    max_attempts: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+}
+
 impl Checker<'_> {
     fn error(&mut self, key: &str, message: impl Into<String>) {
         let path = if key.is_empty() {
@@ -202,6 +241,62 @@ impl Checker<'_> {
                 self.error(key, e);
                 default
             }
+        }
+    }
+
+    /// Checks the policy keys tools and MCP servers share, reporting every problem; one rule
+    /// set for both, so a server's `retry` or `deadline` means what a tool's does.
+    fn policy(&mut self, k: PolicyKeys<'_>, default_timeout: Duration, defaults: &ToolDefaults) -> CheckedPolicy {
+        let timeout = self.duration("timeout", k.timeout, default_timeout);
+        let deadline = self.duration("deadline", k.deadline, defaults.deadline.0.max(timeout));
+        if timeout > deadline {
+            self.error("timeout", "the per-attempt timeout must not exceed the call `deadline`");
+        }
+        let kill_grace = self.duration("kill_grace", k.kill_grace, defaults.kill_grace.0);
+        let r = k.retry;
+        let max_attempts = r.and_then(|r| r.max_attempts).unwrap_or(defaults.retry.max_attempts);
+        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
+            self.error(
+                "retry.max_attempts",
+                format!("must be between 1 and {MAX_ATTEMPTS} (it counts the first try)"),
+            );
+        }
+        let backoff = self.duration(
+            "retry.backoff",
+            r.and_then(|r| r.backoff.as_deref()),
+            defaults.retry.backoff.0,
+        );
+        let max_backoff = self.duration(
+            "retry.max_backoff",
+            r.and_then(|r| r.max_backoff.as_deref()),
+            defaults.retry.max_backoff.0,
+        );
+        if backoff > max_backoff {
+            self.error("retry.backoff", "must not exceed `retry.max_backoff`");
+        }
+        if k.concurrency == Some(0) {
+            self.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
+        }
+        for (key, v) in [
+            ("max_output_bytes", k.max_output_bytes),
+            ("max_read_bytes", k.max_read_bytes),
+        ] {
+            if v == Some(0) {
+                self.error(key, "must be at least 1");
+            }
+        }
+        for (i, tag) in k.tags.iter().enumerate() {
+            if tag.trim().is_empty() || tag.contains(',') {
+                self.error(&format!("tags[{i}]"), "tags must be non-empty and must not contain `,`");
+            }
+        }
+        CheckedPolicy {
+            timeout,
+            deadline,
+            kill_grace,
+            max_attempts,
+            backoff,
+            max_backoff,
         }
     }
 }
@@ -327,54 +422,19 @@ fn check_tool(raw: RawTool, defaults: &ToolDefaults, out: &mut Vec<Diagnostic>) 
     } else {
         defaults.timeout.0
     };
-    let timeout = c.duration("timeout", config.timeout.as_deref(), default_timeout);
-    let deadline = c.duration("deadline", config.deadline.as_deref(), defaults.deadline.0.max(timeout));
-    if timeout > deadline {
-        c.error("timeout", "the per-attempt timeout must not exceed the call `deadline`");
-    }
-    let kill_grace = c.duration("kill_grace", config.kill_grace.as_deref(), defaults.kill_grace.0);
-    let r = config.retry.as_ref();
-    let max_attempts = r.and_then(|r| r.max_attempts).unwrap_or(defaults.retry.max_attempts);
-    if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
-        c.error(
-            "retry.max_attempts",
-            format!("must be between 1 and {MAX_ATTEMPTS} (it counts the first try)"),
-        );
-    }
-    let backoff = c.duration(
-        "retry.backoff",
-        r.and_then(|r| r.backoff.as_deref()),
-        defaults.retry.backoff.0,
-    );
-    let max_backoff = c.duration(
-        "retry.max_backoff",
-        r.and_then(|r| r.max_backoff.as_deref()),
-        defaults.retry.max_backoff.0,
-    );
-    if backoff > max_backoff {
-        c.error("retry.backoff", "must not exceed `retry.max_backoff`");
-    }
+    let CheckedPolicy {
+        timeout,
+        deadline,
+        kill_grace,
+        max_attempts,
+        backoff,
+        max_backoff,
+    } = c.policy(policy_keys!(config), default_timeout, defaults);
     if config.replay == Some(false) && config.idempotent != Some(true) {
         c.error(
             "replay",
             "only idempotent tools may opt out of replay (set `idempotent = true`, or remove `replay = false`)",
         );
-    }
-    if config.concurrency == Some(0) {
-        c.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
-    }
-    for (key, v) in [
-        ("max_output_bytes", config.max_output_bytes),
-        ("max_read_bytes", config.max_read_bytes),
-    ] {
-        if v == Some(0) {
-            c.error(key, "must be at least 1");
-        }
-    }
-    for (i, tag) in config.tags.iter().enumerate() {
-        if tag.trim().is_empty() || tag.contains(',') {
-            c.error(&format!("tags[{i}]"), "tags must be non-empty and must not contain `,`");
-        }
     }
 
     if let Some(schema) = &parameters
@@ -1348,49 +1408,14 @@ fn check_mcp_servers(
                 }
             }
         };
-        let timeout = c.duration("timeout", config.timeout.as_deref(), defaults.timeout.0);
-        let deadline = c.duration("deadline", config.deadline.as_deref(), defaults.deadline.0.max(timeout));
-        if timeout > deadline {
-            c.error("timeout", "the per-attempt timeout must not exceed the call `deadline`");
-        }
-        let kill_grace = c.duration("kill_grace", config.kill_grace.as_deref(), defaults.kill_grace.0);
-        let r = config.retry.as_ref();
-        let max_attempts = r.and_then(|r| r.max_attempts).unwrap_or(defaults.retry.max_attempts);
-        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
-            c.error(
-                "retry.max_attempts",
-                format!("must be between 1 and {MAX_ATTEMPTS} (it counts the first try)"),
-            );
-        }
-        let backoff = c.duration(
-            "retry.backoff",
-            r.and_then(|r| r.backoff.as_deref()),
-            defaults.retry.backoff.0,
-        );
-        let max_backoff = c.duration(
-            "retry.max_backoff",
-            r.and_then(|r| r.max_backoff.as_deref()),
-            defaults.retry.max_backoff.0,
-        );
-        if backoff > max_backoff {
-            c.error("retry.backoff", "must not exceed `retry.max_backoff`");
-        }
-        if config.concurrency == Some(0) {
-            c.error("concurrency", "must be at least 1 (leave it out for no per-tool limit)");
-        }
-        for (key, v) in [
-            ("max_output_bytes", config.max_output_bytes),
-            ("max_read_bytes", config.max_read_bytes),
-        ] {
-            if v == Some(0) {
-                c.error(key, "must be at least 1");
-            }
-        }
-        for (i, tag) in config.tags.iter().enumerate() {
-            if tag.trim().is_empty() || tag.contains(',') {
-                c.error(&format!("tags[{i}]"), "tags must be non-empty and must not contain `,`");
-            }
-        }
+        let CheckedPolicy {
+            timeout,
+            deadline,
+            kill_grace,
+            max_attempts,
+            backoff,
+            max_backoff,
+        } = c.policy(policy_keys!(config), defaults.timeout.0, defaults);
         for (key, list) in [("include", &config.include), ("exclude", &config.exclude)] {
             for (i, p) in list.iter().enumerate() {
                 if p.is_empty() {
