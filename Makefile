@@ -95,16 +95,18 @@ examples-test: build
 ## (bench-mcp), then the in-process cells (bench-inprocess). ~6 min + builds.
 bench: bench-oop bench-mcp bench-inprocess
 
-## Out of process: the backend (bench/backend), toolwire (release) and the load generator oha
+## Out of process: the backend (bench/backend), toolwire (the `dist` profile, as the image ships
+## it; BENCH_PROFILE=release for a quicker build) and the load generator oha
 ## as separate processes on 127.0.0.1; prints the table with ratios and goals and writes
 ## $(BENCH_TARGET)/bench/out-of-process.json. Quick: make bench-oop BENCH_SECS=2 BENCH_RUNS=1.
 ## oha is installed into .cache/oha/ from crates.io when it is not on PATH.
 BENCH_TARGET = $${CARGO_TARGET_DIR:-target}
+BENCH_PROFILE ?= dist
 OHA_VERSION ?= 1.16.0
 OHA_ROOT ?= $(CURDIR)/.cache/oha
 BACKEND_MANIFEST = --manifest-path bench/backend/Cargo.toml
 bench-oop:
-	$(CARGO) build --release --locked --bin toolwire
+	$(CARGO) build --profile $(BENCH_PROFILE) --locked --bin toolwire
 	$(CARGO) build --release --locked $(BACKEND_MANIFEST) --target-dir "$(BENCH_TARGET)/bench-backend"
 	@oha=$$(command -v oha || echo "$(OHA_ROOT)/bin/oha"); \
 	if [ ! -x "$$oha" ]; then \
@@ -113,24 +115,24 @@ bench-oop:
 			--target-dir "$(BENCH_TARGET)/oha-build" || exit 2; \
 		rm -rf "$(BENCH_TARGET)/oha-build"; \
 	fi; \
-	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
+	TOOLWIRE_BIN="$(BENCH_TARGET)/$(BENCH_PROFILE)/toolwire" \
 	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
 	OHA_BIN="$$oha" python3 bench/run.py
 
 ## An MCP tool through toolwire (/v1/execute -> [[mcp]] stdio server) against the same server
 ## called directly with the official Python client (bench/mcp_cell.py); per-call p50, overhead, ratio.
 bench-mcp: sdk-venv
-	$(CARGO) build --release --locked --bin toolwire
-	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" BENCH_MCP_OUT="$(BENCH_TARGET)/bench/mcp.json" \
+	$(CARGO) build --profile $(BENCH_PROFILE) --locked --bin toolwire
+	TOOLWIRE_BIN="$(BENCH_TARGET)/$(BENCH_PROFILE)/toolwire" BENCH_MCP_OUT="$(BENCH_TARGET)/bench/mcp.json" \
 	.cache/sdk-venv/bin/python bench/mcp_cell.py
 
 ## Noise-immune cost of one /v1/execute (bench/profile.py): instructions and heap allocations
 ## per request under callgrind, system calls per request under strace. PROFILE_ARGS=--calls 8 …
 PROFILE_ARGS ?=
 bench-profile:
-	$(CARGO) build --release --locked --bin toolwire
+	$(CARGO) build --profile $(BENCH_PROFILE) --locked --bin toolwire
 	$(CARGO) build --release --locked $(BACKEND_MANIFEST) --target-dir "$(BENCH_TARGET)/bench-backend"
-	TOOLWIRE_BIN="$(BENCH_TARGET)/release/toolwire" \
+	TOOLWIRE_BIN="$(BENCH_TARGET)/$(BENCH_PROFILE)/toolwire" \
 	BACKEND_BIN="$(BENCH_TARGET)/bench-backend/release/bench-backend" \
 	python3 bench/profile.py both $(PROFILE_ARGS)
 

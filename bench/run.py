@@ -337,12 +337,14 @@ def _measure(work: Path) -> int:
             before = cpu_ticks(tw.pid)
             t = oha(execute, tbody, tclients, SECS, work)
             t["cpu_ms_per_completion"] = (cpu_ticks(tw.pid) - before) * 1000 / CLK_TCK / t["completions"]
+            # The peak so far, after each run: shows which load sets it.
+            t["peak_rss_mib"] = status_kib(tw.pid, "VmHWM") / 1024
             runs[name]["toolwire"].append(t)
             completions_total += t["completions"]
             print(
                 f"bench: run {i + 1}/{RUNS} {name:<10} direct {d['per_sec']:9.1f}/s p50 {d['p50_ms']:.3f} ms | "
                 f"toolwire {t['per_sec']:9.1f}/s p50 {t['p50_ms']:.3f} ms, "
-                f"{t['cpu_ms_per_completion']:.3f} ms CPU/completion",
+                f"{t['cpu_ms_per_completion']:.3f} ms CPU/completion, peak RSS {t['peak_rss_mib']:.1f} MiB",
                 file=sys.stderr,
             )
     peak_rss_mib = status_kib(tw.pid, "VmHWM") / 1024

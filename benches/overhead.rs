@@ -8,6 +8,8 @@
 //! | `b8` | the same with 8 parallel calls in one completion |
 //! | `c0` | spawning `/bin/echo hello` directly with `tokio::process` (cleared env, piped stdout/stderr) |
 //! | `c1` | `POST /v1/tools/exec_echo/call`: an exec tool running that same `/bin/echo hello` |
+//! | `e1` | toolwire's subprocess backend alone (`backend::subprocess::call_in`, no HTTP) running `exec_echo`, spawned directly: what a server without privileges does (the exec shim has nothing to do) |
+//! | `e2` | the same through the exec shim (`toolwire __exec-shim`): what a server running as root or with capabilities does |
 //! | `s`  | in-process, no server: assembling a streamed completion (`provider::stream`) — raw SSE text → events → the non-streamed body, for OpenAI Chat (100,000 argument fragments) and Anthropic (100,000 `input_json_delta`s); reported per event and per MiB of text |
 //!
 //! Every cell gets a warm-up (not recorded), then a fixed number of requests issued by a fixed
@@ -23,7 +25,8 @@
 //! the figure to trust on a busy or small host; the run's total run-queue wait is printed too.
 //!
 //! Three runtimes, so no component gets the others' scheduler for free:
-//! - **client** (the load generator and the direct spawns of `c0`): multi-thread, default size;
+//! - **client** (the load generator, the direct spawns of `c0` and the backend calls of `e1` and
+//!   `e2`): multi-thread, default size;
 //! - **toolwire**: the real server (`server::bind` + `server::serve` on 127.0.0.1:0, as
 //!   `toolwire serve` and tests/it/common/server.rs do) on its own multi-thread runtime, default
 //!   size, like `toolwire serve`; log filter `warn` (as with `log = "warn"`);
@@ -54,10 +57,14 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use toolwire::api::AppState;
+use toolwire::backend::Attempt;
+use toolwire::backend::shim::ExecShim;
+use toolwire::backend::subprocess::ExecContext;
 use toolwire::config::ServerConfig;
 use toolwire::config::server::LogFormat;
 use toolwire::executor::Executor;
 use toolwire::registry::Registry;
+use toolwire::tool::{BackendSpec, Tool};
 
 /// What the backend answers to every request.
 const BACKEND_ANSWER: &str = r#"{"ok":true,"value":42}"#;
@@ -68,7 +75,7 @@ const ECHO: &str = "/bin/echo";
 /// Client-side bound on one request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-const USAGE: &str = "usage: cargo bench --bench overhead [-- --requests N] [--concurrency N] [--warmup N] [--max-secs N] [--rounds N] [--only a,b1,b8,c0,c1] [--log FILTER]
+const USAGE: &str = "usage: cargo bench --bench overhead [-- --requests N] [--concurrency N] [--warmup N] [--max-secs N] [--rounds N] [--only a,b1,b8,c0,c1,e1,e2] [--log FILTER]
   environment: BENCH_REQUESTS, BENCH_CONCURRENCY, BENCH_WARMUP, BENCH_MAX_SECS, BENCH_ROUNDS, BENCH_ONLY, BENCH_LOG";
 
 /// The fixed load.
@@ -124,7 +131,7 @@ impl Settings {
             return Err("--requests, --concurrency, --max-secs and --rounds must be at least 1".to_owned());
         }
         if let Some(bad) = s.only.iter().find(|k| !CELLS.iter().any(|c| c.0 == k.as_str())) {
-            return Err(format!("--only: no cell `{bad}` (cells: a, b1, b8, c0, c1)"));
+            return Err(format!("--only: no cell `{bad}` (cells: a, b1, b8, c0, c1, e1, e2)"));
         }
         Ok(s)
     }
@@ -160,8 +167,13 @@ fn main() {
 
     let cpu_before = cpu_now();
     let (s, backend_addr, server_addr) = (settings.clone(), backend.addr, server.addr);
+    let exec_tool = Arc::clone(server.exec_tool.as_ref().unwrap_or_else(|| panic!("no exec_echo tool")));
     // Spawned, not run by `block_on`, so every client poll happens on a `tw-client` thread.
-    let rounds = client_rt.block_on(async move { tokio::spawn(run_all(s, backend_addr, server_addr)).await.unwrap() });
+    let rounds = client_rt.block_on(async move {
+        tokio::spawn(run_all(s, backend_addr, server_addr, exec_tool))
+            .await
+            .unwrap()
+    });
     let whole_run = cpu_now().since(&cpu_before);
     print_report(&settings, &rounds, &whole_run);
     stream_assembly_cell();
@@ -342,6 +354,8 @@ args = ["{{q}}"]
 /// The real server on 127.0.0.1:0, on its own runtime (as tests/it/common/server.rs starts it).
 struct Server {
     addr: SocketAddr,
+    /// The loaded `exec_echo` tool, for the cells that call the subprocess backend directly.
+    exec_tool: Option<Arc<Tool>>,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -360,6 +374,7 @@ impl Server {
                 panic!("the benchmark's tools do not load");
             }
         };
+        let exec_tool = registry.get("exec_echo").cloned();
         let _guard = rt.enter();
         let listener = toolwire::server::bind("127.0.0.1:0".parse().unwrap(), config.listen_backlog).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -369,7 +384,12 @@ impl Server {
         let task = rt.spawn(toolwire::server::serve(listener, state, async move {
             let _ = stopped.await;
         }));
-        Server { addr, stop, task }
+        Server {
+            addr,
+            exec_tool,
+            stop,
+            task,
+        }
     }
 
     async fn stop(self) {
@@ -480,6 +500,31 @@ async fn spawn_echo() -> Check {
     }
 }
 
+/// Cells `e1`/`e2`: one attempt of `exec_echo` through toolwire's subprocess backend, as the
+/// executor makes it (the tool's policy, its timeout), and its output checked like `c0`'s.
+async fn subprocess_echo(ctx: &ExecContext, tool: &Tool, arguments: &serde_json::Map<String, Value>) -> Check {
+    let BackendSpec::Exec(spec) = &tool.backend else {
+        return Err("exec_echo is not an exec tool".to_owned());
+    };
+    let attempt = Attempt {
+        call_id: None,
+        attempt: 1,
+        arguments,
+        state: &Value::Null,
+        idempotency_key: "bench",
+        timeout: tool.policy.timeout,
+        policy: &tool.policy,
+    };
+    let out = toolwire::backend::subprocess::call_in(ctx, spec, &attempt)
+        .await
+        .map_err(|e| format!("exec_echo: {e}"))?;
+    if out.value == json!("hello\n") {
+        Ok(())
+    } else {
+        Err(format!("exec_echo: unexpected output {}", out.value))
+    }
+}
+
 /// Which request a cell sends.
 #[derive(Clone)]
 enum Op {
@@ -497,6 +542,12 @@ enum Op {
         template: Arc<str>,
     },
     Spawn,
+    /// One attempt of the `exec_echo` tool through toolwire's subprocess backend, no HTTP.
+    Backend {
+        ctx: ExecContext,
+        tool: Arc<Tool>,
+        arguments: Arc<serde_json::Map<String, Value>>,
+    },
 }
 
 impl Op {
@@ -513,6 +564,7 @@ impl Op {
             Op::Toolwire { url, body } => no_failed_call(&post_json(client, url, body).await?),
             Op::Execute { url, template } => no_failed_call(&post_json(client, url, &execute_body(template)).await?),
             Op::Spawn => spawn_echo().await,
+            Op::Backend { ctx, tool, arguments } => subprocess_echo(ctx, tool, arguments).await,
         }
     }
 }
@@ -559,6 +611,8 @@ const CELLS: &[(&str, &str, usize)] = &[
     ("b8", "POST /v1/execute, 8 parallel HTTP calls", 8),
     ("c0", "direct spawn: tokio::process /bin/echo", 1),
     ("c1", "POST /v1/tools/exec_echo/call (/bin/echo)", 1),
+    ("e1", "subprocess backend: exec_echo, spawned directly", 1),
+    ("e2", "subprocess backend: exec_echo, through the exec shim", 1),
 ];
 
 /// One measured cell (one round, or all rounds pooled).
@@ -681,7 +735,7 @@ async fn load(client: &reqwest::Client, op: &Op, requests: usize, concurrency: u
 }
 
 /// Every round of every cell: `[round][cell]`.
-async fn run_all(s: Settings, backend: SocketAddr, toolwire: SocketAddr) -> Vec<Vec<Row>> {
+async fn run_all(s: Settings, backend: SocketAddr, toolwire: SocketAddr, exec_tool: Arc<Tool>) -> Vec<Vec<Row>> {
     let client = reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
@@ -695,6 +749,8 @@ async fn run_all(s: Settings, backend: SocketAddr, toolwire: SocketAddr) -> Vec<
         std::process::exit(1);
     }
     let execute: Arc<str> = Arc::from(format!("{base}/v1/execute"));
+    let exec_tool = Arc::clone(&exec_tool);
+    let exec_arguments: Arc<serde_json::Map<String, Value>> = Arc::new(serde_json::from_str(ARGUMENTS).unwrap());
     let op = |key: &str| match key {
         "a" => Op::Direct {
             url: Arc::from(format!("http://{backend}/echo")),
@@ -709,6 +765,15 @@ async fn run_all(s: Settings, backend: SocketAddr, toolwire: SocketAddr) -> Vec<
             template: Arc::from(execute_template(8)),
         },
         "c0" => Op::Spawn,
+        "e1" | "e2" => Op::Backend {
+            ctx: ExecContext {
+                // `ExecShim::new` always runs the shim, as a privileged server's does.
+                shim: (key == "e2").then(|| ExecShim::new(env!("CARGO_BIN_EXE_toolwire"))),
+                reaper: None,
+            },
+            tool: Arc::clone(&exec_tool),
+            arguments: Arc::clone(&exec_arguments),
+        },
         _ => Op::Toolwire {
             url: Arc::from(format!("{base}/v1/tools/exec_echo/call")),
             body: Bytes::from(format!(r#"{{"arguments":{ARGUMENTS}}}"#)),
@@ -889,8 +954,10 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
     println!();
     println!("Overhead, as ratios against the direct call: pooled (lowest–highest round); +absolute difference:");
     println!();
-    println!("| comparison | p50 | p99 | throughput (calls/s) | CPU per call (all threads) |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| comparison | p50 | p99 | throughput (calls/s) | CPU per call (all threads) | CPU per call (threads + children) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     let idx = |k: &str| pooled.iter().position(|r| r.key == k);
     let line = |name: &str, xi: usize, bi: usize| {
         let (x, b) = (&pooled[xi], &pooled[bi]);
@@ -900,8 +967,10 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
         let p99 = |r: &Row| r.pct(99.0) as f64;
         let tput = |r: &Row| r.calls_per_sec();
         let cpu = |r: &Row| r.cpu.threads() as f64 / r.calls();
+        // With the spawned programs: the exec shim runs in the child, before the program.
+        let with_children = |r: &Row| (r.cpu.threads() + r.cpu.children) as f64 / r.calls();
         println!(
-            "| {name} | {} ({}) | {} ({}) | {} | {} ({}) |",
+            "| {name} | {} ({}) | {} ({}) | {} | {} ({}) | {} ({}) |",
             ratio_with_range(ratio(p50(x), p50(b)), &per_round(&p50)),
             signed_us(p50(x) - p50(b)),
             ratio_with_range(ratio(p99(x), p99(b)), &per_round(&p99)),
@@ -909,6 +978,8 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
             ratio_with_range(ratio(tput(x), tput(b)), &per_round(&tput)),
             ratio_with_range(ratio(cpu(x), cpu(b)), &per_round(&cpu)),
             signed_us(cpu(x) - cpu(b)),
+            ratio_with_range(ratio(with_children(x), with_children(b)), &per_round(&with_children)),
+            signed_us(with_children(x) - with_children(b)),
         );
     };
     if let (Some(a), Some(b1)) = (idx("a"), idx("b1")) {
@@ -923,6 +994,12 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
     }
     if let (Some(c0), Some(c1)) = (idx("c0"), idx("c1")) {
         line("c1 vs c0: exec tool vs direct spawn", c1, c0);
+    }
+    if let (Some(c0), Some(e1)) = (idx("c0"), idx("e1")) {
+        line("e1 vs c0: toolwire's spawn (no shim) vs direct spawn", e1, c0);
+    }
+    if let (Some(c0), Some(e2)) = (idx("c0"), idx("e2")) {
+        line("e2 vs c0: toolwire's spawn through the shim vs direct spawn", e2, c0);
     }
     println!();
     println!(

@@ -830,9 +830,23 @@ fn check_http(http: &HttpConfig, known: &HashSet<String>, c: &mut Checker<'_>) -
     };
     let https = http.url.as_deref().is_some_and(|u| u.starts_with("https://"));
     let tls = http.tls.as_ref().and_then(|t| check_tls(t, https, c));
+    let url = url?;
+    // Only a URL `build_url` would accept as it is; anything else keeps failing per call.
+    let static_url = url
+        .is_literal()
+        .then(|| {
+            crate::backend::http::parse_url(&url.render(
+                &serde_json::Map::new(),
+                &serde_json::Value::Null,
+                str::to_owned,
+            ))
+            .ok()
+        })
+        .flatten();
     Some(HttpSpec {
         method,
-        url: url?,
+        url,
+        static_url,
         query,
         headers,
         body,

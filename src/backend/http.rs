@@ -311,16 +311,10 @@ pub fn build_url(spec: &HttpSpec, args: &Map<String, Value>, state: &Value) -> R
     if !spec.allow_path_traversal {
         reject_path_traversal(&spec.url, args, state)?;
     }
-    let rendered = spec.url.render(args, state, encode_url_value);
-    reject_dot_segments(&rendered)?;
-    let mut url = Url::parse(&rendered)
-        .map_err(|e| BackendError::InvalidArgument(format!("the tool's URL is not valid after filling it in: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(BackendError::InvalidArgument(format!(
-            "the tool's URL scheme `{}` is not http or https",
-            url.scheme()
-        )));
-    }
+    let mut url = match &spec.static_url {
+        Some(url) => url.clone(),
+        None => parse_url(&spec.url.render(args, state, encode_url_value))?,
+    };
     let pairs: Vec<(&str, String)> = spec
         .query
         .iter()
@@ -332,6 +326,20 @@ pub fn build_url(spec: &HttpSpec, args: &Map<String, Value>, state: &Value) -> R
         .collect();
     if !pairs.is_empty() {
         url.query_pairs_mut().extend_pairs(pairs);
+    }
+    Ok(url)
+}
+
+/// A filled-in URL template as a URL: no `.`/`..` path segment, parseable, `http` or `https`.
+pub fn parse_url(rendered: &str) -> Result<Url, BackendError> {
+    reject_dot_segments(rendered)?;
+    let url = Url::parse(rendered)
+        .map_err(|e| BackendError::InvalidArgument(format!("the tool's URL is not valid after filling it in: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(BackendError::InvalidArgument(format!(
+            "the tool's URL scheme `{}` is not http or https",
+            url.scheme()
+        )));
     }
     Ok(url)
 }
@@ -771,6 +779,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A URL without placeholders is parsed once at load; the call then gets the same URL (with
+    /// the query entries) as parsing it per call.
+    #[test]
+    fn a_static_url_parsed_at_load_builds_the_same_url() {
+        let mut per_call = spec("http://example.com/a/b");
+        per_call.query = vec![("q".into(), Template::parse("{q}").unwrap())];
+        let mut once = per_call.clone();
+        once.static_url = Some(parse_url("http://example.com/a/b").unwrap());
+        let args = json!({"q": "x y&z"}).as_object().unwrap().clone();
+        let a = build_url(&per_call, &args, &json!(null)).unwrap();
+        let b = build_url(&once, &args, &json!(null)).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(b.as_str(), "http://example.com/a/b?q=x+y%26z");
+        assert!(parse_url("ftp://example.com/").is_err() && parse_url("http://h/a/../b").is_err());
+    }
+
     fn spec(url: &str) -> HttpSpec {
         HttpSpec {
             method: reqwest::Method::GET,
@@ -782,6 +806,7 @@ mod tests {
             egress_deny: vec![],
             tls: None,
             allow_path_traversal: false,
+            static_url: None,
         }
     }
 

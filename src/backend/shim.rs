@@ -36,29 +36,50 @@ pub const FAILURE_CODE: i32 = 127;
 /// First words of the shim's error line on stderr.
 pub const FAILURE_PREFIX: &str = "toolwire exec shim:";
 
-/// Where the shim binary is. Cheap to clone.
+/// Where the shim binary is, and whether this server has privileges for it to drop. Cheap to
+/// clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecShim {
     program: PathBuf,
+    /// The server is root or holds capabilities: every program goes through the shim.
+    privileged: bool,
 }
 
 impl ExecShim {
-    /// A shim at `program` (a toolwire binary).
+    /// A shim at `program` (a toolwire binary) that every program goes through.
     pub fn new(program: impl Into<PathBuf>) -> Self {
         ExecShim {
             program: program.into(),
+            privileged: true,
         }
     }
 
     /// The running toolwire binary. On Linux this is `/proc/self/exe`, which still names the
     /// right file after the binary on disk was replaced or deleted (an upgrade of a running
-    /// server); elsewhere `std::env::current_exe()`.
+    /// server); elsewhere `std::env::current_exe()`. Whether this process has privileges is
+    /// read once here: a server's user and capabilities do not change while it runs.
     pub fn this_binary() -> std::io::Result<Self> {
         let proc_exe = std::path::Path::new("/proc/self/exe");
-        if cfg!(target_os = "linux") && proc_exe.exists() {
-            return Ok(Self::new(proc_exe));
-        }
-        std::env::current_exe().map(Self::new)
+        let program = if cfg!(target_os = "linux") && proc_exe.exists() {
+            proc_exe.to_path_buf()
+        } else {
+            std::env::current_exe()?
+        };
+        Ok(ExecShim {
+            program,
+            // Unreadable capabilities count as privileges: the shim then runs and decides.
+            privileged: has_privileges().unwrap_or(true),
+        })
+    }
+
+    /// Whether a program with `limits` must start through the shim. It has work only when
+    /// there are limits to set or privileges to drop; otherwise it would change nothing before
+    /// `exec`, and the program is spawned directly, saving the start of a large binary per call
+    /// (~0.25 ms of CPU here; docs/bench.md). A server that is not root and has no
+    /// capabilities (the container image runs as uid 10001) takes this path for tools without
+    /// `exec.limits`.
+    pub fn needed(&self, limits: &ResourceLimits) -> bool {
+        self.privileged || !limits.is_empty()
     }
 
     /// The program to spawn.
@@ -200,11 +221,10 @@ fn apply_limits(limits: &ResourceLimits) -> Result<(), ShimError> {
 fn drop_capabilities() -> Result<(), ShimError> {
     use caps::{CapSet, Capability};
     let err = |e: caps::errors::CapsError| ShimError::Capabilities(e.to_string());
-    let permitted = caps::read(None, CapSet::Permitted).map_err(err)?;
-    let ambient = caps::read(None, CapSet::Ambient).map_err(err)?;
-    if permitted.is_empty() && ambient.is_empty() && !nix::unistd::geteuid().is_root() {
+    if !has_privileges()? {
         return Ok(());
     }
+    let permitted = caps::read(None, CapSet::Permitted).map_err(err)?;
     // Root regains its bounding set on exec; empty it when we may (CAP_SETPCAP).
     if permitted.contains(&Capability::CAP_SETPCAP) {
         caps::raise(None, CapSet::Effective, Capability::CAP_SETPCAP).map_err(err)?;
@@ -226,6 +246,22 @@ fn drop_capabilities() -> Result<(), ShimError> {
     Ok(())
 }
 
+/// Whether this process has anything [`drop_capabilities`] would drop: it is root, or it holds
+/// permitted or ambient capabilities.
+#[cfg(target_os = "linux")]
+fn has_privileges() -> Result<bool, ShimError> {
+    use caps::CapSet;
+    let err = |e: caps::errors::CapsError| ShimError::Capabilities(e.to_string());
+    let permitted = caps::read(None, CapSet::Permitted).map_err(err)?;
+    let ambient = caps::read(None, CapSet::Ambient).map_err(err)?;
+    Ok(!permitted.is_empty() || !ambient.is_empty() || nix::unistd::geteuid().is_root())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn has_privileges() -> Result<bool, ShimError> {
+    Ok(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +280,31 @@ mod tests {
             args,
             [SUBCOMMAND, "--cpu", "2", "--open-files", "64", "--", "grep", "-n", "x"]
         );
+    }
+
+    #[test]
+    fn the_shim_is_skipped_only_when_it_would_change_nothing() {
+        let limits = ResourceLimits {
+            open_files: Some(64),
+            ..ResourceLimits::default()
+        };
+        let none = ResourceLimits::default();
+        let plain = ExecShim {
+            program: "/bin/toolwire".into(),
+            privileged: false,
+        };
+        assert!(!plain.needed(&none), "nothing to set, nothing to drop");
+        assert!(plain.needed(&limits), "limits are set in the shim");
+        let root = ExecShim::new("/bin/toolwire");
+        assert!(
+            root.needed(&none) && root.needed(&limits),
+            "privileges are dropped in the shim"
+        );
+        // This process: the shim is needed exactly when it has privileges to drop.
+        let this = ExecShim::this_binary().unwrap();
+        let privileged = has_privileges().unwrap();
+        assert_eq!(this.needed(&none), privileged);
+        assert!(this.needed(&limits));
     }
 
     #[test]

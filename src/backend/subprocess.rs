@@ -14,7 +14,8 @@
 //! - **Exactly the configured environment.** Only `spec.env` plus `PATH` = [`DEFAULT_PATH`]
 //!   (unless `spec.env` sets `PATH`). Nothing of the server's own environment (tokens, secrets)
 //!   reaches the child. A relative `program` is looked up in that `PATH`, not the server's.
-//! - **The exec shim**, when the executor has one ([`ExecContext::shim`]): the child is
+//! - **The exec shim**, when the executor has one ([`ExecContext::shim`]) and it has work
+//!   ([`ExecShim::needed`]: limits to set or privileges to drop): the child is
 //!   `toolwire __exec-shim`, which sets `spec.limits`, drops every capability and execs the
 //!   program (see [`super::shim`]). Its own failure line becomes [`BackendError::Spawn`].
 //!   Without a shim the program is spawned directly and a tool with limits fails to start.
@@ -122,7 +123,8 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
         StdinMode::None => None,
     };
 
-    let mut cmd = match &ctx.shim {
+    let shim = ctx.shim.as_ref().filter(|shim| shim.needed(&spec.limits));
+    let mut cmd = match shim {
         Some(shim) => {
             let mut cmd = Command::new(shim.program());
             cmd.args(shim.args(&spec.limits, &spec.program, &args));
@@ -214,7 +216,7 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
 
     if let Some(code) = status.code() {
         if code == shim::FAILURE_CODE
-            && ctx.shim.is_some()
+            && shim.is_some()
             && let Some(reason) = shim_failure(&stderr.kept)
         {
             return Err(BackendError::Spawn(reason));
@@ -280,10 +282,11 @@ pub struct ServerCommand<'a> {
 
 /// Starts a long-lived child (see [`ServerChild`]).
 pub fn spawn_server(ctx: &ExecContext, command: &ServerCommand<'_>) -> Result<ServerChild, BackendError> {
-    let mut cmd = match &ctx.shim {
+    let no_limits = crate::tool::ResourceLimits::default();
+    let mut cmd = match ctx.shim.as_ref().filter(|shim| shim.needed(&no_limits)) {
         Some(shim) => {
             let mut cmd = Command::new(shim.program());
-            cmd.args(shim.args(&crate::tool::ResourceLimits::default(), command.program, command.args));
+            cmd.args(shim.args(&no_limits, command.program, command.args));
             cmd
         }
         None => {

@@ -54,6 +54,7 @@ fn spec(method: reqwest::Method, url: &str) -> HttpSpec {
         egress_deny: vec![],
         tls: None,
         allow_path_traversal: false,
+        static_url: None,
     }
 }
 

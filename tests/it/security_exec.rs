@@ -388,6 +388,62 @@ fn a_tool_cannot_read_the_server_environment() {
     }
 }
 
+/// A server without privileges (not root, no capabilities: the container image's case) has
+/// nothing for the exec shim to drop, so tools without limits start directly (docs/bench.md);
+/// they still cannot read the server's environment (it is non-dumpable), and tools with limits
+/// still go through the shim and get them.
+#[test]
+fn an_unprivileged_server_runs_tools_directly_and_still_safely() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The server may run as `nobody`: it must be able to read its config and tools.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tools = dir.path().join("tools.d");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("t.json"),
+        json!({"tools": [
+            raw_tool("read_parent_env", &["/bin/sh", "-c", "cat /proc/$PPID/environ"], json!({})),
+            raw_tool("show_status", &["cat", "/proc/self/status"], json!({})),
+            raw_tool("show_limits", &["/bin/sh", "-c", "ulimit -n"],
+                json!({"exec": {"limits": {"open_files": 33}}})),
+            raw_tool("missing", &["/nonexistent/tool"], json!({})),
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Binary::start_unprivileged(&binary_config(dir.path()), &tools);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    assert_eq!(
+        cap_mask(&status, "CapEff:"),
+        0,
+        "the server must run unprivileged: {status}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+
+    let r = rt.block_on(call_binary(&client, &server, "show_status", json!({})));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let tool_status = r["output"].as_str().unwrap();
+    assert_eq!(cap_mask(tool_status, "CapEff:"), 0, "{tool_status}");
+    assert_eq!(cap_mask(tool_status, "CapPrm:"), 0, "{tool_status}");
+
+    let r = rt.block_on(call_binary(&client, &server, "read_parent_env", json!({})));
+    assert_error(&r, "nonzero_exit", false, 1);
+    assert!(message(&r).contains("Permission denied"), "{r}");
+
+    let r = rt.block_on(call_binary(&client, &server, "show_limits", json!({})));
+    assert_eq!(r["output"], json!("33\n"), "limits still go through the shim: {r}");
+
+    // Spawned directly, a missing program is still a spawn failure that names it.
+    let r = rt.block_on(call_binary(&client, &server, "missing", json!({})));
+    assert_error(&r, "spawn_failed", false, 1);
+    assert!(
+        message(&r).contains("/nonexistent/tool") && message(&r).contains("No such file"),
+        "{r}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // resource limits
 // ---------------------------------------------------------------------------------------------

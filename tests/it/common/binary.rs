@@ -46,7 +46,24 @@ impl Binary {
 
     /// Starts the server with a log format and extra environment variables.
     pub fn start_opts(config: &Path, tools: &Path, format: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(toolwire_bin())
+        Self::spawn(Command::new(toolwire_bin()), config, tools, format, env)
+    }
+
+    /// Like [`Binary::start`], as an unprivileged user: when the test runs as root, the server
+    /// runs as `nobody` (uid and gid 65534, no supplementary groups, hence no capabilities);
+    /// otherwise as the test's own user. `config` and `tools` must be readable by that user.
+    pub fn start_unprivileged(config: &Path, tools: &Path) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(toolwire_bin());
+        if nix::unistd::geteuid().is_root() {
+            // std clears the supplementary groups when root sets the uid.
+            cmd.uid(65534).gid(65534);
+        }
+        Self::spawn(cmd, config, tools, "json", &[])
+    }
+
+    fn spawn(mut cmd: Command, config: &Path, tools: &Path, format: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = cmd
             .args(["serve", "--config"])
             .arg(config)
             .arg("--tools-dir")
