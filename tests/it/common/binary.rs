@@ -24,6 +24,8 @@ pub struct Binary {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     lines: Arc<Mutex<Vec<String>>>,
+    /// A copy of the binary that the unprivileged user can run (see `start_unprivileged`).
+    _copy: Option<tempfile::TempDir>,
 }
 
 impl Binary {
@@ -46,23 +48,37 @@ impl Binary {
 
     /// Starts the server with a log format and extra environment variables.
     pub fn start_opts(config: &Path, tools: &Path, format: &str, env: &[(&str, &str)]) -> Self {
-        Self::spawn(Command::new(toolwire_bin()), config, tools, format, env)
+        Self::spawn(Command::new(toolwire_bin()), config, tools, format, env, None)
     }
 
     /// Like [`Binary::start`], as an unprivileged user: when the test runs as root, the server
     /// runs as `nobody` (uid and gid 65534, no supplementary groups, hence no capabilities);
     /// otherwise as the test's own user. `config` and `tools` must be readable by that user.
     pub fn start_unprivileged(config: &Path, tools: &Path) -> Self {
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(toolwire_bin());
-        if nix::unistd::geteuid().is_root() {
-            // std clears the supplementary groups when root sets the uid.
-            cmd.uid(65534).gid(65534);
+        if !nix::unistd::geteuid().is_root() {
+            return Self::spawn(Command::new(toolwire_bin()), config, tools, "json", &[], None);
         }
-        Self::spawn(cmd, config, tools, "json", &[])
+        // The checkout may sit where `nobody` cannot reach (under /root): run a copy.
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = copy.path().join("toolwire");
+        std::fs::copy(toolwire_bin(), &bin).unwrap();
+        let mut cmd = Command::new(&bin);
+        // std clears the supplementary groups when root sets the uid.
+        cmd.uid(65534).gid(65534).current_dir("/");
+        Self::spawn(cmd, config, tools, "json", &[], Some(copy))
     }
 
-    fn spawn(mut cmd: Command, config: &Path, tools: &Path, format: &str, env: &[(&str, &str)]) -> Self {
+    fn spawn(
+        mut cmd: Command,
+        config: &Path,
+        tools: &Path,
+        format: &str,
+        env: &[(&str, &str)],
+        copy: Option<tempfile::TempDir>,
+    ) -> Self {
         let mut child = cmd
             .args(["serve", "--config"])
             .arg(config)
@@ -104,7 +120,12 @@ impl Binary {
                 lines.lock().unwrap_or_else(PoisonError::into_inner).join("\n")
             );
         };
-        Binary { child, addr, lines }
+        Binary {
+            child,
+            addr,
+            lines,
+            _copy: copy,
+        }
     }
 
     pub fn pid(&self) -> u32 {
