@@ -8,14 +8,22 @@ use serde_json::Value;
 
 use super::procs::{pid_alive, zombie_children_of};
 
-/// Live processes whose argv contains `marker` as one element.
+/// Live processes whose argv contains `marker` as one element — the tools' programs
+/// themselves: a process that is still the exec shim (`toolwire __exec-shim … -- PROGRAM
+/// ARGS`, which carries the same arguments until it execs) is not counted. Otherwise a test
+/// could find a pid while it is the shim and then, reading `/proc/<pid>/cmdline` again in the
+/// middle of its `execve` (empty for that moment), miss it.
 pub fn pids_with_arg(marker: &str) -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| {
-            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == marker.as_bytes()))
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let mut args = c.split(|&b| b == 0);
+                let has_marker = args.clone().any(|a| a == marker.as_bytes());
+                has_marker && args.nth(1) != Some(b"__exec-shim".as_slice())
+            })
         })
         .filter(|&pid| pid_alive(pid))
         .collect()
