@@ -75,9 +75,9 @@ impl ExecShim {
     /// Whether a program with `limits` must start through the shim. It has work only when
     /// there are limits to set or privileges to drop; otherwise it would change nothing before
     /// `exec`, and the program is spawned directly, saving the start of a large binary per call
-    /// (~0.25 ms of CPU here; docs/bench.md). A server that is not root and has no
-    /// capabilities (the container image runs as uid 10001) takes this path for tools without
-    /// `exec.limits`.
+    /// (~2.8 ms of CPU on the benchmark machine; docs/bench.md#exec-tools). A server that is
+    /// not root and has no capabilities (the container image runs as uid 10001) takes this
+    /// path for tools without `exec.limits`.
     pub fn needed(&self, limits: &ResourceLimits) -> bool {
         self.privileged || !limits.is_empty()
     }
