@@ -20,7 +20,6 @@ import asyncio
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,9 @@ from pathlib import Path
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as bench  # noqa: E402  (the out-of-process driver's helpers: free port, completion)
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests/fixtures/mcp/fixture_server.py"
 CALLS = int(os.environ.get("BENCH_MCP_CALLS", "300"))
@@ -38,32 +40,10 @@ ROUNDS = int(os.environ.get("BENCH_RUNS", "3"))
 WARMUP = 30
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def completion(i: int) -> bytes:
-    call = {"id": f"call_mcp_{i}", "type": "function", "function": {"name": "fx__echo", "arguments": '{"text": "hello"}'}}
-    return json.dumps(
-        {
-            "provider": "openai_chat",
-            "completion": {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion",
-                "created": 1700000000,
-                "model": "gpt-4o-2024-08-06",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                        "finish_reason": "tool_calls",
-                    }
-                ],
-            },
-        }
-    ).encode()
+    """The /v1/execute body of request `i`: one `fx__echo` call with a new call id."""
+    body = bench.completion("fx__echo", 1, arguments='{"text": "hello"}', id_prefix=f"call_mcp_{i}")
+    return json.dumps(body).encode()
 
 
 async def direct_round(client: Client, n: int) -> list[float]:
@@ -124,7 +104,7 @@ async def main() -> int:
         )
         config = Path(tmp) / "toolwire.toml"
         config.write_text('log = "warn"\n')
-        port = free_port()
+        port = bench.free_port()
         proc = subprocess.Popen(
             [binary, "serve", "--config", str(config), "--tools-dir", str(tools), "--listen", f"127.0.0.1:{port}"],
             stdout=subprocess.DEVNULL,

@@ -68,10 +68,11 @@ ANSWER = {"ok": True, "value": 42}
 ARGUMENTS = json.dumps({"q": "hello"})
 
 
-def completion(tool: str, n: int) -> dict:
-    """A realistic OpenAI Chat completion with `n` calls of `tool`, as a /v1/execute body."""
+def completion(tool: str, n: int, arguments: str = ARGUMENTS, id_prefix: str = "call_bench") -> dict:
+    """A realistic OpenAI Chat completion with `n` calls of `tool`, as a /v1/execute body; call
+    ids `{id_prefix}_0` … (bench/mcp_cell.py makes them new per request)."""
     calls = [
-        {"id": f"call_bench_{i}", "type": "function", "function": {"name": tool, "arguments": ARGUMENTS}}
+        {"id": f"{id_prefix}_{i}", "type": "function", "function": {"name": tool, "arguments": arguments}}
         for i in range(n)
     ]
     return {

@@ -123,30 +123,9 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
         StdinMode::None => None,
     };
 
-    let shim = ctx.shim.as_ref().filter(|shim| shim.needed(&spec.limits));
-    let mut cmd = match shim {
-        Some(shim) => {
-            let mut cmd = Command::new(shim.program());
-            cmd.args(shim.args(&spec.limits, &spec.program, &args));
-            cmd
-        }
-        None if !spec.limits.is_empty() => {
-            return Err(BackendError::Spawn(format!(
-                "{}: resource limits (`exec.limits`) need the exec shim, which this executor was built without",
-                spec.program
-            )));
-        }
-        None => {
-            let mut cmd = Command::new(&spec.program);
-            cmd.args(&args);
-            cmd
-        }
-    };
-    // Exactly the configured environment: the minimal PATH, the call's trace context when
-    // traces are on (`docs/tracing.md`), then the tool's `env`.
-    cmd.env_clear()
-        .env("PATH", DEFAULT_PATH)
-        .envs(crate::telemetry::traces::context_env())
+    let (mut cmd, shimmed) = base_command(ctx, &spec.program, &args, &spec.limits, spec.cwd.as_deref())?;
+    // Then the call's trace context when traces are on (`docs/tracing.md`), then the tool's `env`.
+    cmd.envs(crate::telemetry::traces::context_env())
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if envelope.is_some() {
             Stdio::piped()
@@ -154,36 +133,9 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Some(cwd) = &spec.cwd {
-        cmd.current_dir(cwd);
-    }
-    let spawning = ctx.reaper.as_deref().map(Reaper::spawn_guard);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| BackendError::Spawn(format!("{}: {e}", spec.program)))?;
-
-    // The group id is the child's pid (`process_group(0)`); `id()` is `Some` until it is reaped.
-    let pid = child.id();
-    let managed = match (&ctx.reaper, pid) {
-        (Some(reaper), Some(pid)) => Some(Managed::new(Arc::clone(reaper), pid)),
-        _ => None,
-    };
-    drop(spawning);
-    let pgid = pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let mut group = Group {
-        child: Some(child),
-        pgid,
-        grace: attempt.policy.kill_grace,
-        done: false,
-        cleaning_up: false,
-        managed,
-    };
+        .stderr(Stdio::piped());
+    let mut group = spawn_group(ctx, &mut cmd, &spec.program, attempt.policy.kill_grace)?;
+    let (stdin, stdout, stderr) = group.take_pipes();
 
     // Readers and writer start before we wait for anything, so no pipe can fill up.
     let cap = attempt.policy.max_read_bytes;
@@ -216,7 +168,7 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
 
     if let Some(code) = status.code() {
         if code == shim::FAILURE_CODE
-            && shim.is_some()
+            && shimmed
             && let Some(reason) = shim_failure(&stderr.kept)
         {
             return Err(BackendError::Spawn(reason));
@@ -252,6 +204,70 @@ pub async fn call_in(ctx: &ExecContext, spec: &ExecSpec, attempt: &Attempt<'_>) 
     }
 }
 
+/// The command that starts `program` with `args`, as every child of this module starts:
+/// through the exec shim when it has work ([`ExecShim::needed`]: limits to set, privileges to
+/// drop), directly otherwise; with a cleared environment holding only `PATH` = [`DEFAULT_PATH`]
+/// (the caller adds its own variables after it, so theirs win); in its own process group; killed
+/// on drop. Also says whether the shim is in between (only then is a shim failure line its own).
+fn base_command(
+    ctx: &ExecContext,
+    program: &str,
+    args: &[String],
+    limits: &crate::tool::ResourceLimits,
+    cwd: Option<&std::path::Path>,
+) -> Result<(Command, bool), BackendError> {
+    let shim = ctx.shim.as_ref().filter(|shim| shim.needed(limits));
+    let mut cmd = match shim {
+        Some(shim) => {
+            let mut cmd = Command::new(shim.program());
+            cmd.args(shim.args(limits, program, args));
+            cmd
+        }
+        None if !limits.is_empty() => {
+            return Err(BackendError::Spawn(format!(
+                "{program}: resource limits (`exec.limits`) need the exec shim, which this executor was built without"
+            )));
+        }
+        None => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    Ok((cmd, shim.is_some()))
+}
+
+/// Spawns `cmd` (from [`base_command`]) as a [`Group`], registered with the reaper while it starts
+/// so the subreaper's sweep leaves it to tokio.
+fn spawn_group(ctx: &ExecContext, cmd: &mut Command, program: &str, grace: Duration) -> Result<Group, BackendError> {
+    let spawning = ctx.reaper.as_deref().map(Reaper::spawn_guard);
+    let child = cmd
+        .spawn()
+        .map_err(|e| BackendError::Spawn(format!("{program}: {e}")))?;
+    // The group id is the child's pid (`process_group(0)`); `id()` is `Some` until it is reaped.
+    let pid = child.id();
+    let managed = match (&ctx.reaper, pid) {
+        (Some(reaper), Some(pid)) => Some(Managed::new(Arc::clone(reaper), pid)),
+        _ => None,
+    };
+    drop(spawning);
+    Ok(Group {
+        child: Some(child),
+        pgid: pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw),
+        grace,
+        done: false,
+        cleaning_up: false,
+        managed,
+    })
+}
+
 /// A long-lived child (an MCP stdio server): spawned like a tool's program (its own process
 /// group, exactly the configured environment, the exec shim without limits, registered with the
 /// reaper), with stdin and stdout handed to the caller and stderr drained into a bounded tail.
@@ -283,43 +299,13 @@ pub struct ServerCommand<'a> {
 /// Starts a long-lived child (see [`ServerChild`]).
 pub fn spawn_server(ctx: &ExecContext, command: &ServerCommand<'_>) -> Result<ServerChild, BackendError> {
     let no_limits = crate::tool::ResourceLimits::default();
-    let mut cmd = match ctx.shim.as_ref().filter(|shim| shim.needed(&no_limits)) {
-        Some(shim) => {
-            let mut cmd = Command::new(shim.program());
-            cmd.args(shim.args(&no_limits, command.program, command.args));
-            cmd
-        }
-        None => {
-            let mut cmd = Command::new(command.program);
-            cmd.args(command.args);
-            cmd
-        }
-    };
-    cmd.env_clear()
-        .env("PATH", DEFAULT_PATH)
-        .envs(command.env.iter().map(|(k, v)| (k, v)))
+    let (mut cmd, _) = base_command(ctx, command.program, command.args, &no_limits, command.cwd)?;
+    cmd.envs(command.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Some(cwd) = command.cwd {
-        cmd.current_dir(cwd);
-    }
-    let spawning = ctx.reaper.as_deref().map(Reaper::spawn_guard);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| BackendError::Spawn(format!("{}: {e}", command.program)))?;
-    let pid = child.id();
-    let managed = match (&ctx.reaper, pid) {
-        (Some(reaper), Some(pid)) => Some(Managed::new(Arc::clone(reaper), pid)),
-        _ => None,
-    };
-    drop(spawning);
-    let pgid = pid.and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr_pipe = child.stderr.take();
+        .stderr(Stdio::piped());
+    let mut group = spawn_group(ctx, &mut cmd, command.program, command.kill_grace)?;
+    let (stdin, stdout, stderr_pipe) = group.take_pipes();
     let stderr: Arc<std::sync::Mutex<std::collections::VecDeque<u8>>> = Arc::default();
     let tail = Arc::clone(&stderr);
     // Drains stderr for the child's whole life (a full pipe would stall it), keeping the end.
@@ -337,14 +323,7 @@ pub fn spawn_server(ctx: &ExecContext, command: &ServerCommand<'_>) -> Result<Se
         }
     });
     Ok(ServerChild {
-        group: Group {
-            child: Some(child),
-            pgid,
-            grace: command.kill_grace,
-            done: false,
-            cleaning_up: false,
-            managed,
-        },
+        group,
         stdin,
         stdout,
         stderr,
@@ -524,6 +503,20 @@ struct Group {
 }
 
 impl Group {
+    /// The child's stdin, stdout and stderr pipes (those that were set up), handed to the caller.
+    fn take_pipes(
+        &mut self,
+    ) -> (
+        Option<ChildStdin>,
+        Option<tokio::process::ChildStdout>,
+        Option<tokio::process::ChildStderr>,
+    ) {
+        match self.child.as_mut() {
+            Some(c) => (c.stdin.take(), c.stdout.take(), c.stderr.take()),
+            None => (None, None, None),
+        }
+    }
+
     fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
             // ESRCH (the group is already gone) is the expected, fine outcome.

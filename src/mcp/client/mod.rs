@@ -718,27 +718,35 @@ async fn wait_closed(live: Live, server: &Server, broken: &CancellationToken) ->
     };
     // `running` is dropped by now, which cancels the client; then the child goes.
     match child {
-        Some(mut child) => {
-            let status = tokio::time::timeout(Duration::from_millis(200), child.wait())
-                .await
-                .ok()
-                .flatten();
-            let tail = child.stderr_tail();
-            child.shut_down().await;
-            let mut reason = match status {
+        Some(child) => {
+            let (status, stderr) = end_child(child).await;
+            let reason = match status {
                 Some(s) if reason == "the connection closed" => format!("the server process {s}"),
                 _ => reason,
             };
-            if !tail.is_empty() {
-                reason.push_str(&format!(
-                    "; its error output ends with: {}",
-                    crate::backend::tail_cut(&tail, 512)
-                ));
-            }
-            reason
+            reason + &stderr
         }
         None => reason,
     }
+}
+
+/// Ends the process of a server that failed or went away, for the message that explains it:
+/// waits briefly for its exit status (it may be exiting on its own), keeps the end of its
+/// stderr, then TERM, grace, KILL and reap. Returns the status (`exited with code 1`) and
+/// `"; its error output ends with: …"` (empty when it wrote nothing).
+async fn end_child(mut child: ServerChild) -> (Option<String>, String) {
+    let status = tokio::time::timeout(Duration::from_millis(200), child.wait())
+        .await
+        .ok()
+        .flatten();
+    let tail = child.stderr_tail();
+    child.shut_down().await;
+    let stderr = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; its error output ends with: {}", crate::backend::tail_cut(&tail, 512))
+    };
+    (status, stderr)
 }
 
 fn lifecycle() -> ClientLifecycleMode {
@@ -788,23 +796,12 @@ async fn connect(server: &Server, hub: &Weak<Inner>) -> Result<Live, String> {
                     child: Some(child),
                 }),
                 Err(e) => {
-                    let status = tokio::time::timeout(Duration::from_millis(200), child.wait())
-                        .await
-                        .ok()
-                        .flatten();
-                    let tail = child.stderr_tail();
-                    child.shut_down().await;
+                    let (status, stderr) = end_child(child).await;
                     let mut msg = format!("the MCP handshake failed: {e}");
                     if let Some(s) = status {
                         msg.push_str(&format!("; the server process {s}"));
                     }
-                    if !tail.is_empty() {
-                        msg.push_str(&format!(
-                            "; its error output ends with: {}",
-                            crate::backend::tail_cut(&tail, 512)
-                        ));
-                    }
-                    Err(msg)
+                    Err(msg + &stderr)
                 }
             }
         }
