@@ -186,6 +186,8 @@ fn main() {
 /// Thread names (`/proc/self/task/*/comm`), by which CPU time is attributed.
 const CLIENT_THREADS: &str = "tw-client";
 const SERVER_THREADS: &str = "tw-server";
+/// toolwire's serving workers (`server::workers`), started by `serve` itself.
+const WORKER_THREADS: &str = "tw-worker";
 const BACKEND_THREAD: &str = "tw-backend";
 
 /// A multi-thread runtime of the default size (one worker per CPU, like `toolwire serve`'s
@@ -254,7 +256,7 @@ fn cpu_now() -> Cpu {
             let comm = comm.trim();
             let slot = if comm.starts_with(CLIENT_THREADS) {
                 &mut cpu.client
-            } else if comm.starts_with(SERVER_THREADS) {
+            } else if comm.starts_with(SERVER_THREADS) || comm.starts_with(WORKER_THREADS) {
                 &mut cpu.toolwire
             } else if comm.starts_with(BACKEND_THREAD) {
                 &mut cpu.backend

@@ -228,7 +228,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(format) = args.log_format {
                 config.log_format = format;
             }
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            // Client connections are served by the serving workers (`server::workers`, one
+            // runtime each); this runtime accepts, reloads, runs the MCP hub, the reaper and the
+            // trace export, so one thread (plus tokio's blocking pool) is enough.
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
             // Inside the runtime: the trace exporter's batch task runs on it.
             let traces = {
                 let _runtime = runtime.enter();

@@ -128,6 +128,14 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        if matches!(self, ApiError::PayloadTooLarge { .. } | ApiError::BodyTimeout { .. }) {
+            // The body was not read to its end, so the connection cannot carry another request:
+            // say so (RFC 9112 §9.6), or a client may put it back in its pool and lose its next
+            // request to the close. The server then drains what the client still sends before
+            // closing (`server::linger`), so the client reads this answer, not a reset.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if status == StatusCode::UNAUTHORIZED {
             // RFC 9110 §15.5.2: a 401 names the scheme to authenticate with.
             resp.headers_mut()

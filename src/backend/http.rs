@@ -11,10 +11,11 @@
 //! Errors say whether the request may have reached the backend (`sent`), because that decides
 //! whether the executor may retry a non-idempotent tool.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -56,11 +57,31 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 /// cut, so a secret that straddles the cut is masked whole instead of leaking its start.
 const EXCERPT_READ_BYTES: usize = 4 * 1024;
 
-/// Runs HTTP attempts on one shared connection pool (plus one per tool with its own TLS
-/// settings).
+/// Serving workers with an HTTP client of their own; a thread marked with a higher slot uses
+/// the common client. Matches `config::server::MAX_WORKERS`.
+pub const WORKER_CLIENTS: usize = crate::config::server::MAX_WORKERS;
+
+thread_local! {
+    /// The serving worker this thread is, if it is one (see [`set_worker_slot`]).
+    static WORKER_SLOT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Marks the current thread as serving worker `index` (`server::workers`): HTTP calls made on
+/// it use that worker's own client, so the backend connections it opens are driven by its own
+/// runtime. A connection owned by another runtime would wake that runtime's thread for every
+/// read and write — the cross-thread hops the workers exist to avoid.
+pub fn set_worker_slot(index: usize) {
+    WORKER_SLOT.with(|slot| slot.set(Some(index)));
+}
+
+/// Runs HTTP attempts on pooled connections: one client (pool) per serving worker, built on
+/// the worker's first call, and a common one for every other thread (plus one per tool with
+/// its own TLS settings).
 #[derive(Debug, Clone)]
 pub struct HttpBackend {
     client: reqwest::Client,
+    /// One lazily built client per serving worker (indexed by [`set_worker_slot`]'s slot).
+    per_worker: Arc<[OnceLock<reqwest::Client>]>,
     /// The global egress policy (also enforced inside the client's resolver).
     policy: Arc<EgressPolicy>,
     /// What every client is built from, so per-tool clients behave like the shared one.
@@ -108,6 +129,7 @@ impl HttpBackend {
         let client = build_client(cfg, &policy, &[&tls])?;
         Ok(HttpBackend {
             client,
+            per_worker: (0..WORKER_CLIENTS).map(|_| OnceLock::new()).collect(),
             policy,
             cfg: cfg.clone(),
             tls: Arc::new(tls),
@@ -124,12 +146,13 @@ impl HttpBackend {
         &self.policy
     }
 
-    /// The client for `spec`: the shared one, or the tool's own when it has TLS settings
-    /// (built on first use with the same resolver, egress policy and limits, then kept with the
-    /// tool, so a reload drops it together with the tool).
+    /// The client for `spec`: this worker's (or the common one), or the tool's own when it has
+    /// TLS settings (built on first use with the same resolver, egress policy and limits, then
+    /// kept with the tool, so a reload drops it together with the tool; shared by every worker,
+    /// as such tools are rare).
     fn client_for(&self, spec: &HttpSpec) -> Result<reqwest::Client, BackendError> {
         let Some(tool_tls) = &spec.tls else {
-            return Ok(self.client.clone());
+            return self.worker_client();
         };
         if let Some(client) = tool_tls.client.get() {
             return Ok(client.clone());
@@ -137,6 +160,19 @@ impl HttpBackend {
         let client = build_client(&self.cfg, &self.policy, &[&self.tls, &tool_tls.material])?;
         // Two first calls may race to build it: one wins, both use a working client.
         Ok(tool_tls.client.get_or_init(|| client).clone())
+    }
+
+    /// The calling worker's client, built on its first call with the same settings and TLS as
+    /// the common one; the common client on any other thread.
+    fn worker_client(&self) -> Result<reqwest::Client, BackendError> {
+        let Some(cell) = WORKER_SLOT.with(Cell::get).and_then(|i| self.per_worker.get(i)) else {
+            return Ok(self.client.clone());
+        };
+        if let Some(client) = cell.get() {
+            return Ok(client.clone());
+        }
+        let client = build_client(&self.cfg, &self.policy, &[&self.tls])?;
+        Ok(cell.get_or_init(|| client).clone())
     }
 
     /// Checks the destination before sending: IP literals (which skip the resolver) against the

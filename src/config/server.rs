@@ -20,6 +20,9 @@ pub const DEFAULTS_TOML: &str = include_str!("../../config/toolwire.toml");
 /// Prefix of environment variables that override config keys.
 pub const ENV_PREFIX: &str = "TOOLWIRE_";
 
+/// Most serving workers `workers` may ask for: more threads than this only add switching.
+pub const MAX_WORKERS: usize = 256;
+
 /// The checked server configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -29,6 +32,9 @@ pub struct ServerConfig {
     pub log: String,
     pub log_format: LogFormat,
     pub listen_backlog: u32,
+    /// Serving worker threads (each its own single-threaded runtime, see `server::workers`);
+    /// 0 = one per CPU.
+    pub workers: usize,
     pub limits: Limits,
     pub defaults: ToolDefaults,
     pub http_client: HttpClientConfig,
@@ -274,6 +280,17 @@ pub enum ServerConfigError {
 }
 
 impl ServerConfig {
+    /// How many serving workers to start: `workers`, or one per CPU the process may use (the
+    /// cgroup's CPU quota counts) when it is 0.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(MAX_WORKERS),
+            n => n.min(MAX_WORKERS),
+        }
+    }
+
     /// Loads defaults → `file` → `TOOLWIRE_*` environment.
     pub fn load(file: Option<&Path>) -> Result<Self, ServerConfigError> {
         Self::from_figment(Self::figment(file)?)
@@ -360,6 +377,9 @@ impl ServerConfig {
         }
         if l.max_connections == 0 {
             problems.push("limits.max_connections must be at least 1".to_owned());
+        }
+        if self.workers > MAX_WORKERS {
+            problems.push(format!("workers must be at most {MAX_WORKERS} (0 = one per CPU)"));
         }
         if let Err(e) = self.check_exposure() {
             problems.push(e.to_string());
@@ -457,6 +477,7 @@ mod tests {
         assert_eq!(cfg.limits.body_bytes, 2 * 1024 * 1024);
         assert_eq!(cfg.defaults.retry.max_attempts, 3);
         assert_eq!(cfg.listen_backlog, 4096);
+        assert_eq!(cfg.workers, 0);
     }
 
     #[test]

@@ -1,26 +1,29 @@
 //! Binding and serving. The caller binds (or hands in) the listener, so tests can serve on
 //! `127.0.0.1:0` and learn the port before the first request.
 //!
-//! Connections are served by hyper's HTTP/1.1 server directly (not `axum::serve`) because it
-//! lets us bound the time a client may take to send its headers (slowloris), and its graceful
-//! shutdown watches every connection.
+//! Connections are accepted here and served by the [`workers`] (one single-threaded runtime
+//! per CPU), with hyper's HTTP/1.1 server directly (not `axum::serve`) because it lets us bound
+//! the time a client may take to send its headers (slowloris), and its graceful shutdown
+//! watches every connection.
+
+pub mod linger;
+pub mod workers;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::body::Body;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpSocket};
-use tower::ServiceExt as _;
 
 use crate::api::{AppState, router};
 
 /// Extra time after the drain budget for cancelled calls to write their answers.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// How long stopping the workers may take once the drain is over.
+const WORKERS_STOP: Duration = Duration::from_secs(2);
 
 /// Binds `addr` with an explicit listen backlog (the std/tokio default of 128 overflows under
 /// fan-out load and costs clients 1 s SYN retries).
@@ -40,6 +43,9 @@ pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 /// listener closes, in-flight requests get up to the drain budget, after which the calls still
 /// running are cancelled (they end as `rejected` results and their process groups are killed),
 /// so every request still gets its answer before this returns.
+///
+/// Connections are served on `config.workers` threads of their own ([`workers`]); this
+/// function's runtime only accepts and drains.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -47,6 +53,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = router(state.clone());
     let header_timeout = state.config.limits.header_read_timeout.0;
+    let mut workers = workers::Workers::start(state.config.worker_count(), &app, header_timeout)?;
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     // One permit per open connection: past the cap, new connections wait in the listen backlog
@@ -80,19 +87,18 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let app = app.clone();
-                let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| app.clone().oneshot(req.map(Body::new)));
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(header_timeout)
-                    .serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "Connection ended with an error.");
+                // Deregistered from this runtime; the worker registers it with its own.
+                let stream = match stream.into_std() {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Cannot hand an accepted connection to a worker.");
+                        continue;
                     }
-                    drop(permit);
-                });
+                };
+                let job = workers::Job { stream, permit, watcher: graceful.watcher() };
+                if workers.dispatch(job).is_err() {
+                    tracing::error!("No serving worker is running; closing the connection.");
+                }
             }
             () = &mut shutdown => break,
         }
@@ -114,6 +120,7 @@ pub async fn serve(
         tracing::warn!("Some connections did not close in time; exiting anyway.");
     }
     cancel_timer.abort();
+    workers.stop(WORKERS_STOP).await;
     upkeep.abort();
     Ok(())
 }

@@ -1,0 +1,193 @@
+//! Serving workers: every client connection is served, start to end, by one of N threads, each
+//! running its own single-threaded tokio runtime (thread per core).
+//!
+//! Why not one multi-thread runtime for everything: a request is a chain of short steps (read,
+//! parse, send to the backend, wait, format, write) and under a work-stealing scheduler each
+//! wake-up may land on another thread — a futex wake-up, a context switch, and memory freed on
+//! a thread other than the one that allocated it. Out of process (`docs/bench.md`) that was the
+//! largest item left in toolwire's CPU per completion after its own code. Here a connection,
+//! the requests on it, their tool calls and the backend connections those use (each worker has
+//! its own HTTP client pool: `backend::http::set_worker_slot`) stay on one thread.
+//!
+//! The trade-off is no work stealing between workers: a connection is placed on the worker with
+//! the fewest open connections when it is accepted and stays there, so a request that burns CPU
+//! (a huge completion) delays the other connections of its worker, not those of the others.
+//! Tool calls mostly wait, so this is rarely felt; `workers` in the config sets the count
+//! (`docs/operations.md#workers`).
+//!
+//! What stays on the caller's runtime: accepting (it hands each accepted socket to a worker),
+//! the drain, and everything that is not a client connection (hot reload, the MCP hub's
+//! connections, the reaper, metrics upkeep, trace export).
+
+use std::net::TcpStream as StdTcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::Watcher;
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tower::ServiceExt as _;
+
+/// One accepted connection on its way to a worker.
+pub struct Job {
+    /// Deregistered from the accepting runtime: the worker registers it with its own.
+    pub stream: StdTcpStream,
+    /// The connection's place under `limits.max_connections`, released when it closes.
+    pub permit: OwnedSemaphorePermit,
+    /// Lets the drain wait for this connection and tell it to finish.
+    pub watcher: Watcher,
+}
+
+/// The running workers, owned by `serve`. Dropping it stops them once their connections have
+/// been closed (each worker's runtime ends the connections still open when it stops).
+pub struct Workers {
+    queues: Vec<mpsc::UnboundedSender<Job>>,
+    /// Open connections per worker, for placement.
+    open: Arc<[AtomicUsize]>,
+    /// Where the search for the least busy worker starts, so ties rotate.
+    next: usize,
+    stopped: Vec<oneshot::Receiver<()>>,
+}
+
+/// Decrements a worker's open-connection count when its connection task ends or is dropped.
+struct OpenGuard {
+    open: Arc<[AtomicUsize]>,
+    index: usize,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if let Some(n) = self.open.get(self.index) {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Workers {
+    /// Starts `count` (at least one) worker threads serving `app`. Fails only when a thread or
+    /// its runtime cannot be created.
+    pub fn start(count: usize, app: &Router, header_timeout: Duration) -> std::io::Result<Workers> {
+        let count = count.max(1);
+        let open: Arc<[AtomicUsize]> = (0..count).map(|_| AtomicUsize::new(0)).collect();
+        let mut workers = Workers {
+            queues: Vec::with_capacity(count),
+            open,
+            next: 0,
+            stopped: Vec::with_capacity(count),
+        };
+        for index in 0..count {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            // Unbounded on purpose: every job holds a connection permit, so the queue can never
+            // hold more than `limits.max_connections`.
+            let (queue, jobs) = mpsc::unbounded_channel();
+            let (stopped, on_stop) = oneshot::channel();
+            let app = app.clone();
+            let open = Arc::clone(&workers.open);
+            std::thread::Builder::new()
+                .name(format!("tw-worker-{index}"))
+                .spawn(move || run(index, runtime, jobs, app, header_timeout, open, stopped))?;
+            workers.queues.push(queue);
+            workers.stopped.push(on_stop);
+        }
+        Ok(workers)
+    }
+
+    /// Hands `job` to the worker with the fewest open connections. A worker that has stopped
+    /// (it cannot, short of a bug) is skipped; with none left the job comes back.
+    pub fn dispatch(&mut self, mut job: Job) -> Result<(), Job> {
+        let count = self.queues.len();
+        let start = self.next;
+        self.next = (self.next + 1) % count.max(1);
+        let mut order: Vec<usize> = (0..count).map(|i| (start + i) % count).collect();
+        order.sort_by_key(|&i| self.open.get(i).map_or(usize::MAX, |n| n.load(Ordering::Relaxed)));
+        for i in order {
+            let (Some(queue), Some(open)) = (self.queues.get(i), self.open.get(i)) else {
+                continue;
+            };
+            open.fetch_add(1, Ordering::Relaxed);
+            match queue.send(job) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::SendError(back)) => {
+                    open.fetch_sub(1, Ordering::Relaxed);
+                    job = back;
+                }
+            }
+        }
+        Err(job)
+    }
+
+    /// Stops the workers (after the drain): their queues close, each runtime ends what is left
+    /// on it, and this waits up to `limit` for the threads to finish.
+    pub async fn stop(self, limit: Duration) {
+        let Workers { queues, stopped, .. } = self;
+        drop(queues);
+        let all = futures_util::future::join_all(stopped);
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("Some serving workers did not stop in time; exiting anyway.");
+        }
+    }
+}
+
+/// One worker thread: serves the connections it is given until its queue closes.
+fn run(
+    index: usize,
+    runtime: tokio::runtime::Runtime,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    app: Router,
+    header_timeout: Duration,
+    open: Arc<[AtomicUsize]>,
+    stopped: oneshot::Sender<()>,
+) {
+    crate::backend::http::set_worker_slot(index);
+    runtime.block_on(async move {
+        while let Some(Job {
+            stream,
+            permit,
+            watcher,
+        }) = jobs.recv().await
+        {
+            let guard = OpenGuard {
+                open: Arc::clone(&open),
+                index,
+            };
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "Cannot take over an accepted connection.");
+                    continue;
+                }
+            };
+            let app = app.clone();
+            tokio::spawn(async move {
+                connection(stream, app, header_timeout, watcher).await;
+                drop(permit);
+                drop(guard);
+            });
+        }
+    });
+    // Ends the connections still open (the drain is over) before saying so.
+    drop(runtime);
+    let _ = stopped.send(());
+}
+
+/// Serves one connection with hyper's HTTP/1.1 server (keep-alive, the header timeout) until
+/// the client closes it or the drain tells it to finish; a connection ended while its client
+/// was still sending is closed gently ([`super::linger`]).
+async fn connection(stream: TcpStream, app: Router, header_timeout: Duration, watcher: Watcher) {
+    let (stream, leftover) = super::linger::LingeringStream::new(stream);
+    let service =
+        hyper::service::service_fn(move |req: hyper::Request<Incoming>| app.clone().oneshot(req.map(Body::new)));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!(error = %e, "Connection ended with an error.");
+    }
+    super::linger::close(&leftover).await;
+}
