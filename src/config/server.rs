@@ -481,6 +481,21 @@ mod tests {
     }
 
     #[test]
+    fn workers_are_one_per_cpu_by_default_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            ServerConfig::from_figment(ServerConfig::figment_without_env(Some(&path)).unwrap())
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(load("workers = 0\n").unwrap().worker_count(), cpus.min(MAX_WORKERS));
+        assert_eq!(load("workers = 3\n").unwrap().worker_count(), 3);
+        let err = load("workers = 257\n").unwrap_err().to_string();
+        assert!(err.contains("workers must be at most 256"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_in_file_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");

@@ -191,3 +191,103 @@ async fn connection(stream: TcpStream, app: Router, header_timeout: Duration, wa
     }
     super::linger::close(&leftover).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use std::io::{Read as _, Write as _};
+
+    /// Sends one keep-alive request on `conn` and returns the body of the answer (the handler
+    /// answers with the name of the thread that served it).
+    fn ask(conn: &mut StdTcpStream) -> String {
+        conn.write_all(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "connection closed early");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if body.len() >= len {
+                    return body[..len].to_owned();
+                }
+            }
+        }
+    }
+
+    /// Connections go to the least busy worker, and every request of a connection is served on
+    /// that worker's thread; stopping the workers ends their threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_connection_stays_on_the_least_busy_worker() {
+        let app = Router::new().route(
+            "/",
+            axum::routing::get(|| async { std::thread::current().name().unwrap_or("?").to_owned() }),
+        );
+        let mut workers = Workers::start(2, &app, Duration::from_secs(5)).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let slots = Arc::new(tokio::sync::Semaphore::new(8));
+        let graceful = GracefulShutdown::new();
+        let mut clients = Vec::new();
+        for _ in 0..2 {
+            let client = StdTcpStream::connect(addr).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            server.set_nonblocking(true).unwrap();
+            let job = Job {
+                stream: server,
+                permit: Arc::clone(&slots).try_acquire_owned().unwrap(),
+                watcher: graceful.watcher(),
+            };
+            assert!(workers.dispatch(job).is_ok());
+            clients.push(client);
+        }
+        let served: Vec<String> = tokio::task::spawn_blocking(move || {
+            let mut served = Vec::new();
+            for round in 0..3 {
+                for (i, client) in clients.iter_mut().enumerate() {
+                    let name = ask(client);
+                    if round == 0 {
+                        served.push(name);
+                    } else {
+                        assert_eq!(name, served[i], "a connection moved between workers");
+                    }
+                }
+            }
+            served
+        })
+        .await
+        .unwrap();
+        let mut names = served.clone();
+        names.sort();
+        assert_eq!(names, ["tw-worker-0", "tw-worker-1"], "{served:?}");
+        // The clients are gone (dropped with the blocking task): the connections end, their
+        // permits come back, and the workers stop.
+        tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while slots.available_permits() < 8 || workers.open.iter().any(|n| n.load(Ordering::Relaxed) > 0) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let all = workers.stopped.split_off(0);
+            drop(workers.queues.split_off(0));
+            for stopped in all {
+                stopped.await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+}

@@ -388,6 +388,55 @@ async fn a_streamed_answer_holds_its_slot_until_the_last_event() {
     assert_eq!(status, 200);
 }
 
+/// A body over the limit is refused from its declared length before it is read; the client,
+/// still sending, must still read the 413 (not a reset from the server closing on unread
+/// bytes), told that the connection ends (`Connection: close`), and then a clean end of stream.
+#[tokio::test]
+async fn an_oversized_body_gets_its_413_while_the_client_is_still_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tools(
+        dir.path(),
+        json!([{"name": "noop", "description": "Does nothing at all.", "exec": {"command": ["true"]}}]),
+    );
+    let mut cfg = config_for(dir.path());
+    cfg.limits.body_bytes = 1024;
+    let served = Served::start(cfg).await;
+    let addr = served.addr;
+    let answers = tokio::task::spawn_blocking(move || {
+        (0..3)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+                let body = vec![b' '; 4 * 1024 * 1024];
+                s.write_all(
+                    format!(
+                        "POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+                let sent = s.write_all(&body);
+                let mut buf = Vec::new();
+                let read = s.read_to_end(&mut buf);
+                (sent.is_ok(), read.is_ok(), String::from_utf8_lossy(&buf).into_owned())
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for (sent, read, answer) in answers {
+        assert!(
+            sent && read,
+            "the connection was reset (sent {sent}, read {read}): {answer}"
+        );
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+        assert!(answer.contains("payload_too_large"), "{answer}");
+    }
+}
+
 #[tokio::test]
 async fn open_connections_are_capped() {
     let dir = tempfile::tempdir().unwrap();
