@@ -36,7 +36,8 @@
 //! - [`mcp`]: toolwire's tools served over MCP (the `/mcp` route's handler, `toolwire mcp`),
 //!   with the `rmcp` SDK kept behind it.
 //! - [`api`]: the router, thin handlers, auth/body/shedding guards, streaming answers, errors.
-//! - [`server`], [`shutdown`], [`telemetry`], [`health`]: serving with limits and drain,
+//! - [`server`], [`shutdown`], [`telemetry`], [`health`]: serving with limits and drain (one
+//!   single-threaded runtime per CPU serves each connection start to end: `server::workers`),
 //!   signals, logs and metrics, the `toolwire health` probe.
 //! - [`cli`], [`check`]: the command line (`main.rs` is the only place using `anyhow`).
 
