@@ -1,6 +1,8 @@
-//! Tracing setup: `RUST_LOG` (or the config's `log`) filter, pretty or JSON lines on stderr;
+//! Tracing setup: `RUST_LOG` (or the config's `log`) filter, pretty or JSON lines on stderr
+//! (batched on serving workers: [`log_writer`]);
 //! OpenTelemetry traces when the `OTEL_*` variables ask for them ([`traces`]).
 
+pub mod log_writer;
 pub mod traces;
 
 use tracing_subscriber::EnvFilter;
@@ -15,7 +17,7 @@ pub fn init(filter: &str, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(log_writer::Stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Pretty => builder.fmt_fields(escaped_fields()).try_init(),
@@ -50,13 +52,13 @@ pub fn init_with_traces(filter: &str, format: LogFormat) -> Result<Option<traces
             .with_ansi(ansi())
             .json()
             .flatten_event(true)
-            .with_writer(std::io::stderr)
+            .with_writer(log_writer::Stderr)
             .with_filter(logs)
             .boxed(),
         LogFormat::Pretty => tracing_subscriber::fmt::layer()
             .with_ansi(ansi())
             .fmt_fields(escaped_fields())
-            .with_writer(std::io::stderr)
+            .with_writer(log_writer::Stderr)
             .with_filter(logs)
             .boxed(),
     };

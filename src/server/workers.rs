@@ -81,7 +81,11 @@ impl Workers {
             stopped: Vec::with_capacity(count),
         };
         for index in 0..count {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                // The worker's log lines of a busy stretch are written together when it idles.
+                .on_thread_park(crate::telemetry::log_writer::flush_this_thread)
+                .build()?;
             // Unbounded on purpose: every job holds a connection permit, so the queue can never
             // hold more than `limits.max_connections`.
             let (queue, jobs) = mpsc::unbounded_channel();
@@ -144,6 +148,7 @@ fn run(
     stopped: oneshot::Sender<()>,
 ) {
     crate::backend::http::set_worker_slot(index);
+    crate::telemetry::log_writer::batch_this_thread();
     runtime.block_on(async move {
         while let Some(Job {
             stream,
@@ -172,6 +177,7 @@ fn run(
     });
     // Ends the connections still open (the drain is over) before saying so.
     drop(runtime);
+    crate::telemetry::log_writer::flush_this_thread();
     let _ = stopped.send(());
 }
 
