@@ -15,8 +15,9 @@
 //!
 //! Every command is bounded by `store.command_timeout`; a failure is a [`StoreError`] that the
 //! caller turns into a per-tool decision. The connection comes back by itself (the manager
-//! reconnects on the next command; a background probe every second keeps `/readyz` current and
-//! reconnects while idle).
+//! reconnects on the next command, which is sent once more on the new connection — see
+//! `Shared::run`; a background probe every second keeps `/readyz` current and reconnects
+//! while idle).
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
@@ -39,6 +40,7 @@ const POLL_MAX: Duration = Duration::from_millis(100);
 /// Claim the key, or read what is there: one atomic step.
 const CLAIM: &str = r"
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return false end
 if v then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return false
@@ -137,8 +139,28 @@ impl Shared {
     }
 
     /// Runs one command within the command timeout, recording the outcome in the health.
-    async fn run<T>(&self, what: &str, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
-        let text = match tokio::time::timeout(self.command_timeout, fut).await {
+    ///
+    /// A command that fails because its established connection was found dropped (Redis
+    /// restarted, a proxy closed an idle connection) is sent once more, on the connection the manager
+    /// re-establishes: otherwise the first command after every Redis restart would fail and
+    /// its call run undeduplicated, even though Redis is back. Sending twice is safe for every
+    /// command here: reads and `PING`, the release and completion scripts (no-ops once done), and
+    /// the claim script, which answers "claimed" when the key already holds this very claim
+    /// (its token is random per claim), so a claim that ran before its answer was lost is
+    /// still ours.
+    async fn run<T, F>(&self, what: &str, mut command: impl FnMut() -> F) -> Result<T, StoreError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let once_more = async {
+            match command().await {
+                // Not when Redis refused the connection: it is down, and waiting for the
+                // manager's reconnect attempts would only make a fast failure slow.
+                Err(e) if e.is_connection_dropped() && !e.is_connection_refusal() => command().await,
+                other => other,
+            }
+        };
+        let text = match tokio::time::timeout(self.command_timeout, once_more).await {
             Ok(Ok(v)) => {
                 self.health.ok();
                 return Ok(v);
@@ -169,12 +191,11 @@ async fn probe(shared: Weak<Shared>) {
     loop {
         tick.tick().await;
         let Some(s) = shared.upgrade() else { return };
-        let mut con = s.manager.clone();
         let _ = s
-            .run(
-                "PING",
-                async move { redis::cmd("PING").query_async::<()>(&mut con).await },
-            )
+            .run("PING", || {
+                let mut con = s.manager.clone();
+                async move { redis::cmd("PING").query_async::<()>(&mut con).await }
+            })
             .await;
     }
 }
@@ -266,10 +287,16 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         running.extend_from_slice(token.as_bytes());
         running.push(b':');
         running.extend_from_slice(fingerprint.as_bytes());
-        let mut con = s.manager.clone();
         let mut inv = s.claim.key(&rkey);
         inv.arg(&running).arg(millis(lease + LEASE_MARGIN));
-        let held: Option<Vec<u8>> = match s.run("claim", inv.invoke_async(&mut con)).await {
+        let inv = &inv;
+        let claimed = s
+            .run("claim", || {
+                let mut con = s.manager.clone();
+                async move { inv.invoke_async(&mut con).await }
+            })
+            .await;
+        let held: Option<Vec<u8>> = match claimed {
             Ok(held) => held,
             Err(e) => {
                 // A slow Redis may still run the claim after we gave up on it, leaving a key
@@ -306,10 +333,15 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
             // The last poll lands on the deadline, not a full pause before it.
             tokio::time::sleep(pause.min(deadline - now)).await;
             pause = (pause * 2).min(POLL_MAX);
-            let mut con = s.manager.clone();
             let mut get = redis::cmd("GET");
             get.arg(&rkey);
-            let held = s.run("get", get.query_async::<Option<Vec<u8>>>(&mut con)).await?;
+            let get = &get;
+            let held = s
+                .run("get", || {
+                    let mut con = s.manager.clone();
+                    async move { get.query_async::<Option<Vec<u8>>>(&mut con).await }
+                })
+                .await?;
             match held {
                 None => return Ok(Waited::Released),
                 Some(v) => match Self::read(&v, fingerprint) {
@@ -344,10 +376,15 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         done.push(b'\n');
         done.extend_from_slice(&payload);
         let rkey = s.key(self.namespace, key);
-        let mut con = s.manager.clone();
         let mut inv = s.complete.key(&rkey);
         inv.arg(running).arg(&done).arg(millis(s.ttl));
-        let _: i64 = s.run("complete", inv.invoke_async(&mut con)).await?;
+        let inv = &inv;
+        let _: i64 = s
+            .run("complete", || {
+                let mut con = s.manager.clone();
+                async move { inv.invoke_async(&mut con).await }
+            })
+            .await?;
         Ok(())
     }
 
@@ -355,10 +392,15 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         let Some(running) = &lease.0 else { return Ok(()) };
         let s = &self.shared;
         let rkey = s.key(self.namespace, key);
-        let mut con = s.manager.clone();
         let mut inv = s.abandon.key(&rkey);
         inv.arg(running);
-        let _: i64 = s.run("abandon", inv.invoke_async(&mut con)).await?;
+        let inv = &inv;
+        let _: i64 = s
+            .run("abandon", || {
+                let mut con = s.manager.clone();
+                async move { inv.invoke_async(&mut con).await }
+            })
+            .await?;
         Ok(())
     }
 

@@ -241,6 +241,31 @@ async fn redis_killed_and_restarted_loses_nothing_stored_and_toolwire_recovers()
     assert_eq!(mock.count("/ok/orders"), 2);
 }
 
+/// A restart faster than anything notices (no command and no probe in between): the first
+/// command on each replica finds its connection dropped and is sent again on a new one, so the
+/// stored result is replayed at once instead of the call running undeduplicated.
+#[tokio::test]
+async fn a_quick_redis_restart_costs_no_call_its_replay() {
+    let mut redis = RedisServer::start_persistent();
+    let (mock, _dir, a, b) = two_replicas(&redis).await;
+    let stored = completion(&[("toolu_q", "create_order", json!({"item": "vase"}))]);
+    let (_, first) = a.post_json("/v1/execute", &stored).await;
+    assert_eq!(mock.count("/ok/orders"), 1);
+    // Both replicas have used their connection (B replays), so both now hold one to the old
+    // server.
+    let (_, replayed) = b.post_json("/v1/execute", &stored).await;
+    assert_eq!(replayed["results"][0]["replayed"], true, "{replayed}");
+    redis.kill();
+    redis.restart();
+    for server in [&b, &a] {
+        let (s, again) = server.post_json("/v1/execute", &stored).await;
+        assert_eq!(s, 200);
+        assert_eq!(again["results"][0]["replayed"], true, "{again}");
+        assert_eq!(again["results"][0]["output"], first["results"][0]["output"]);
+    }
+    assert_eq!(mock.count("/ok/orders"), 1, "run again after the restart");
+}
+
 #[tokio::test]
 async fn redis_down_at_start_then_up_without_restarting_toolwire() {
     const PASSWORD: &str = "hunter2-do-not-leak";
