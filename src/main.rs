@@ -248,7 +248,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let addr = listener.local_addr()?;
                 {
                     let registry = state.registry.load();
-                    tracing::info!(%addr, tools = registry.len(), version = %registry.version, "Listening.");
+                    let workers = state.config.worker_count();
+                    tracing::info!(%addr, tools = registry.len(), version = %registry.version, workers, "Listening.");
                 }
                 // Stops with the runtime when `serve` returns.
                 let _reloader = toolwire::reload::spawn(state.reloader.clone());

@@ -157,11 +157,12 @@ fn schemas_prints_the_provider_array() {
 }
 
 /// `serve` with `TOOLWIRE_LISTEN=127.0.0.1:0` binds a free port, answers `/healthz`, and exits
-/// 0 on SIGTERM.
+/// 0 on SIGTERM; `TOOLWIRE_WORKERS=3` gives it three serving worker threads.
 #[test]
 fn serve_binds_from_env_answers_and_stops_on_sigterm() {
     let mut child = toolwire(&["serve", "--tools-dir", "tools.d", "--log-format", "json"])
         .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
+        .env("TOOLWIRE_WORKERS", "3")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -180,6 +181,7 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
             .expect("a Listening log line");
         let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
         if v["message"] == "Listening." {
+            assert_eq!(v["workers"], 3, "{line}");
             break v["addr"].as_str().unwrap().to_owned();
         }
     };
@@ -198,6 +200,15 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
             .unwrap()
     });
     assert_eq!(body["status"], "ok");
+    // Answered, so the workers are running.
+    let mut workers: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .map(|c| c.trim().to_owned())
+        .filter(|c| c.starts_with("tw-worker-"))
+        .collect();
+    workers.sort();
+    assert_eq!(workers, ["tw-worker-0", "tw-worker-1", "tw-worker-2"]);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
