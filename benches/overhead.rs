@@ -896,7 +896,7 @@ fn print_report(s: &Settings, rounds: &[Vec<Row>], whole_run: &Cpu) {
         s.max_secs
     );
     println!(
-        "runtimes: client multi-thread, toolwire multi-thread (as `toolwire serve`), backend current-thread; toolwire log filter `{}`",
+        "runtimes: client multi-thread, toolwire: accepting multi-thread + one serving worker per CPU (as `toolwire serve`), backend current-thread; toolwire log filter `{}`",
         s.log
     );
     println!();
