@@ -122,11 +122,23 @@ fn risky(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Whether `text` may hold a [`risky`] character: a byte scan (which the compiler vectorises)
+/// instead of decoding every character, for the usual text that holds none. Every risky
+/// character's UTF-8 starts with a byte below 0x20, 0x7F, 0xC2 (U+0080–U+009F) or 0xE2
+/// (U+2028–U+202E, U+2066–U+2069); other characters with those lead bytes (`©`, `€`) only
+/// take the exact path.
+fn may_be_risky(text: &str) -> bool {
+    text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2)
+}
+
 /// A writer that escapes what [`escape_log_text`] escapes, on the way through.
 struct Escaping<W>(W);
 
 impl<W: std::fmt::Write> std::fmt::Write for Escaping<W> {
     fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        if !may_be_risky(text) {
+            return self.0.write_str(text);
+        }
         let mut rest = text;
         while let Some((at, c)) = rest.char_indices().find(|&(_, c)| risky(c)) {
             self.0.write_str(&rest[..at])?;
@@ -141,7 +153,7 @@ impl<W: std::fmt::Write> std::fmt::Write for Escaping<W> {
 
 /// `text` with characters that could forge or hide log lines escaped (`\n`, `\u{1b}`, …).
 pub fn escape_log_text(text: &str) -> String {
-    if !text.chars().any(risky) {
+    if !may_be_risky(text) || !text.chars().any(risky) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -166,10 +178,29 @@ mod tests {
         assert_eq!(super::escape_log_text("plain é"), "plain é");
     }
 
+    /// The byte scan never lets a risky character through: checked for every Unicode scalar.
+    #[test]
+    fn the_fast_check_misses_no_risky_character() {
+        let mut buf = [0u8; 4];
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            if super::risky(c) {
+                assert!(super::may_be_risky(c.encode_utf8(&mut buf)), "{c:?}");
+            }
+        }
+        assert!(!super::may_be_risky("plain text, é and ü"));
+    }
+
     #[test]
     fn escaping_writer_matches_escape_log_text() {
         use std::fmt::Write as _;
-        for text in ["a\nb\u{1b}[31mc\u{202e}", "plain é", "", "\r\n", "x\u{2028}y\u{2069}"] {
+        for text in [
+            "a\nb\u{1b}[31mc\u{202e}",
+            "plain é",
+            "",
+            "\r\n",
+            "x\u{2028}y\u{2069}",
+            "© € \u{85}",
+        ] {
             let mut out = String::new();
             write!(super::Escaping(&mut out), "{text}").unwrap();
             assert_eq!(out, super::escape_log_text(text));
