@@ -154,12 +154,9 @@ impl HttpBackend {
         let Some(tool_tls) = &spec.tls else {
             return self.worker_client();
         };
-        if let Some(client) = tool_tls.client.get() {
-            return Ok(client.clone());
-        }
-        let client = build_client(&self.cfg, &self.policy, &[&self.tls, &tool_tls.material])?;
-        // Two first calls may race to build it: one wins, both use a working client.
-        Ok(tool_tls.client.get_or_init(|| client).clone())
+        cached(&tool_tls.client, || {
+            build_client(&self.cfg, &self.policy, &[&self.tls, &tool_tls.material])
+        })
     }
 
     /// The calling worker's client, built on its first call with the same settings and TLS as
@@ -168,11 +165,7 @@ impl HttpBackend {
         let Some(cell) = WORKER_SLOT.with(Cell::get).and_then(|i| self.per_worker.get(i)) else {
             return Ok(self.client.clone());
         };
-        if let Some(client) = cell.get() {
-            return Ok(client.clone());
-        }
-        let client = build_client(&self.cfg, &self.policy, &[&self.tls])?;
-        Ok(cell.get_or_init(|| client).clone())
+        cached(cell, || build_client(&self.cfg, &self.policy, &[&self.tls]))
     }
 
     /// Checks the destination before sending: IP literals (which skip the resolver) against the
@@ -308,6 +301,19 @@ impl HttpBackend {
             .build()
             .map_err(|e| BackendError::InvalidArgument(format!("the request cannot be built: {}", describe(e))))
     }
+}
+
+/// The client kept in `cell`, built by `build` on first use. Two first calls may race to build
+/// it: one wins, both use a working client.
+fn cached(
+    cell: &OnceLock<reqwest::Client>,
+    build: impl FnOnce() -> Result<reqwest::Client, BackendError>,
+) -> Result<reqwest::Client, BackendError> {
+    if let Some(client) = cell.get() {
+        return Ok(client.clone());
+    }
+    let client = build()?;
+    Ok(cell.get_or_init(|| client).clone())
 }
 
 /// One reqwest client with the settings every client shares (see [`HttpBackend::new`]) and the

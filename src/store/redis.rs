@@ -148,15 +148,19 @@ impl Shared {
     /// the claim script, which answers "claimed" when the key already holds this very claim
     /// (its token is random per claim), so a claim that ran before its answer was lost is
     /// still ours.
-    async fn run<T, F>(&self, what: &str, mut command: impl FnMut() -> F) -> Result<T, StoreError>
+    ///
+    /// `command` is given its own handle on the connection each time it is sent.
+    async fn run<T, F>(&self, what: &str, mut command: impl FnMut(ConnectionManager) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
         let once_more = async {
-            match command().await {
+            match command(self.manager.clone()).await {
                 // Not when Redis refused the connection: it is down, and waiting for the
                 // manager's reconnect attempts would only make a fast failure slow.
-                Err(e) if e.is_connection_dropped() && !e.is_connection_refusal() => command().await,
+                Err(e) if e.is_connection_dropped() && !e.is_connection_refusal() => {
+                    command(self.manager.clone()).await
+                }
                 other => other,
             }
         };
@@ -192,9 +196,8 @@ async fn probe(shared: Weak<Shared>) {
         tick.tick().await;
         let Some(s) = shared.upgrade() else { return };
         let _ = s
-            .run("PING", || {
-                let mut con = s.manager.clone();
-                async move { redis::cmd("PING").query_async::<()>(&mut con).await }
+            .run("PING", |mut con| async move {
+                redis::cmd("PING").query_async::<()>(&mut con).await
             })
             .await;
     }
@@ -291,10 +294,7 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         inv.arg(&running).arg(millis(lease + LEASE_MARGIN));
         let inv = &inv;
         let claimed = s
-            .run("claim", || {
-                let mut con = s.manager.clone();
-                async move { inv.invoke_async(&mut con).await }
-            })
+            .run("claim", |mut con| async move { inv.invoke_async(&mut con).await })
             .await;
         let held: Option<Vec<u8>> = match claimed {
             Ok(held) => held,
@@ -337,9 +337,8 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
             get.arg(&rkey);
             let get = &get;
             let held = s
-                .run("get", || {
-                    let mut con = s.manager.clone();
-                    async move { get.query_async::<Option<Vec<u8>>>(&mut con).await }
+                .run("get", |mut con| async move {
+                    get.query_async::<Option<Vec<u8>>>(&mut con).await
                 })
                 .await?;
             match held {
@@ -380,10 +379,7 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         inv.arg(running).arg(&done).arg(millis(s.ttl));
         let inv = &inv;
         let _: i64 = s
-            .run("complete", || {
-                let mut con = s.manager.clone();
-                async move { inv.invoke_async(&mut con).await }
-            })
+            .run("complete", |mut con| async move { inv.invoke_async(&mut con).await })
             .await?;
         Ok(())
     }
@@ -396,10 +392,7 @@ impl<V: Weigh + Codec> ClaimStore<V> for RedisStore<V> {
         inv.arg(running);
         let inv = &inv;
         let _: i64 = s
-            .run("abandon", || {
-                let mut con = s.manager.clone();
-                async move { inv.invoke_async(&mut con).await }
-            })
+            .run("abandon", |mut con| async move { inv.invoke_async(&mut con).await })
             .await?;
         Ok(())
     }

@@ -388,17 +388,22 @@ async fn a_streamed_answer_holds_its_slot_until_the_last_event() {
     assert_eq!(status, 200);
 }
 
+/// The server config for `dir` holding one tool that does nothing.
+fn noop_config(dir: &std::path::Path) -> toolwire::config::ServerConfig {
+    write_tools(
+        dir,
+        json!([{"name": "noop", "description": "Does nothing at all.", "exec": {"command": ["true"]}}]),
+    );
+    config_for(dir)
+}
+
 /// A body over the limit is refused from its declared length before it is read; the client,
 /// still sending, must still read the 413 (not a reset from the server closing on unread
 /// bytes), told that the connection ends (`Connection: close`), and then a clean end of stream.
 #[tokio::test]
 async fn an_oversized_body_gets_its_413_while_the_client_is_still_sending() {
     let dir = tempfile::tempdir().unwrap();
-    write_tools(
-        dir.path(),
-        json!([{"name": "noop", "description": "Does nothing at all.", "exec": {"command": ["true"]}}]),
-    );
-    let mut cfg = config_for(dir.path());
+    let mut cfg = noop_config(dir.path());
     cfg.limits.body_bytes = 1024;
     let served = Served::start(cfg).await;
     let addr = served.addr;
@@ -440,11 +445,7 @@ async fn an_oversized_body_gets_its_413_while_the_client_is_still_sending() {
 #[tokio::test]
 async fn open_connections_are_capped() {
     let dir = tempfile::tempdir().unwrap();
-    write_tools(
-        dir.path(),
-        json!([{"name": "noop", "description": "Does nothing at all.", "exec": {"command": ["true"]}}]),
-    );
-    let mut cfg = config_for(dir.path());
+    let mut cfg = noop_config(dir.path());
     cfg.limits.max_connections = 2;
     let served = Served::start(cfg).await;
     let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(served.addr).unwrap()).collect();

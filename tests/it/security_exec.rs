@@ -231,16 +231,13 @@ fn children_of(parent: u32) -> Vec<(u32, char, String)> {
 #[test]
 fn background_children_of_tools_leave_no_zombie_and_no_survivor() {
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.d");
-    std::fs::create_dir(&tools).unwrap();
     // A unique sleep duration marks the escapees (GNU sleep takes fractions).
     let marker = format!("29.{}", std::process::id());
     let script = format!("(sleep 1 &); (setsid sleep {marker} &); echo hi");
-    std::fs::write(
-        tools.join("t.json"),
-        json!({"tools": [raw_tool("leave_background", &["/bin/sh", "-c", &script], json!({}))]}).to_string(),
-    )
-    .unwrap();
+    let tools = tools_dir(
+        dir.path(),
+        &[raw_tool("leave_background", &["/bin/sh", "-c", &script], json!({}))],
+    );
     let server = Binary::start(&binary_config(dir.path()), &tools);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
@@ -318,6 +315,14 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 
 /// The `CapXxx:` mask of a `/proc/<pid>/status` text.
+/// `dir/tools.d` holding `tools` (one file), for a server binary started on it.
+fn tools_dir(dir: &Path, tools: &[Value]) -> std::path::PathBuf {
+    let path = dir.join("tools.d");
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("t.json"), json!({ "tools": tools }).to_string()).unwrap();
+    path
+}
+
 fn cap_mask(status: &str, field: &str) -> u64 {
     let line = status
         .lines()
@@ -339,19 +344,23 @@ fn a_tool_cannot_read_the_server_environment() {
         if root { "root" } else { "a non-root user" }
     );
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.d");
-    std::fs::create_dir(&tools).unwrap();
-    std::fs::write(
-        tools.join("t.json"),
-        json!({"tools": [
-            raw_tool("read_parent_env", &["/bin/sh", "-c", "cat /proc/$PPID/environ"], json!({})),
-            raw_tool("read_parent_mem", &["/bin/sh", "-c", "head -c 64 /proc/$PPID/maps"], json!({})),
+    let tools = tools_dir(
+        dir.path(),
+        &[
+            raw_tool(
+                "read_parent_env",
+                &["/bin/sh", "-c", "cat /proc/$PPID/environ"],
+                json!({}),
+            ),
+            raw_tool(
+                "read_parent_mem",
+                &["/bin/sh", "-c", "head -c 64 /proc/$PPID/maps"],
+                json!({}),
+            ),
             raw_tool("show_status", &["cat", "/proc/self/status"], json!({})),
             raw_tool("show_parent", &["/bin/sh", "-c", "echo $PPID"], json!({})),
-        ]})
-        .to_string(),
-    )
-    .unwrap();
+        ],
+    );
     let server = Binary::start_with_env(&binary_config(dir.path()), &tools, &[("TOOLWIRE_TEST_SECRET", SECRET)]);
     // The secret is there to be stolen (the test process may read it: it is the parent).
     let env = std::fs::read(format!("/proc/{}/environ", server.pid()));
@@ -398,20 +407,23 @@ fn an_unprivileged_server_runs_tools_directly_and_still_safely() {
     let dir = tempfile::tempdir().unwrap();
     // The server may run as `nobody`: it must be able to read its config and tools.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tools = dir.path().join("tools.d");
-    std::fs::create_dir(&tools).unwrap();
-    std::fs::write(
-        tools.join("t.json"),
-        json!({"tools": [
-            raw_tool("read_parent_env", &["/bin/sh", "-c", "cat /proc/$PPID/environ"], json!({})),
+    let tools = tools_dir(
+        dir.path(),
+        &[
+            raw_tool(
+                "read_parent_env",
+                &["/bin/sh", "-c", "cat /proc/$PPID/environ"],
+                json!({}),
+            ),
             raw_tool("show_status", &["cat", "/proc/self/status"], json!({})),
-            raw_tool("show_limits", &["/bin/sh", "-c", "ulimit -n"],
-                json!({"exec": {"limits": {"open_files": 33}}})),
+            raw_tool(
+                "show_limits",
+                &["/bin/sh", "-c", "ulimit -n"],
+                json!({"exec": {"limits": {"open_files": 33}}}),
+            ),
             raw_tool("missing", &["/nonexistent/tool"], json!({})),
-        ]})
-        .to_string(),
-    )
-    .unwrap();
+        ],
+    );
     let server = Binary::start_unprivileged(&binary_config(dir.path()), &tools);
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
     assert_eq!(
@@ -461,23 +473,22 @@ fn limit_row(limits: &str, name: &str) -> (String, String) {
 #[test]
 fn resource_limits_are_set_in_the_tool_process() {
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.d");
-    std::fs::create_dir(&tools).unwrap();
     let limits = json!({"exec": {"limits": {
         "address_space": "512MiB", "cpu": "7s", "open_files": 77, "processes": 4000
     }}});
-    std::fs::write(
-        tools.join("t.json"),
-        json!({"tools": [
+    let tools = tools_dir(
+        dir.path(),
+        &[
             raw_tool("show_limits", &["cat", "/proc/self/limits"], limits.clone()),
             raw_tool("count_fds", &["/bin/sh", "-c", "ulimit -n"], limits),
-            raw_tool("spin_cpu", &["/bin/sh", "-c", "while :; do :; done"],
-                json!({"timeout": "60s", "deadline": "60s", "exec": {"limits": {"cpu": "1s"}}})),
+            raw_tool(
+                "spin_cpu",
+                &["/bin/sh", "-c", "while :; do :; done"],
+                json!({"timeout": "60s", "deadline": "60s", "exec": {"limits": {"cpu": "1s"}}}),
+            ),
             raw_tool("show_default_limits", &["cat", "/proc/self/limits"], json!({})),
-        ]})
-        .to_string(),
-    )
-    .unwrap();
+        ],
+    );
     let server = Binary::start(&binary_config(dir.path()), &tools);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
@@ -569,13 +580,10 @@ async fn limits_without_the_exec_shim_fail_closed() {
 #[test]
 fn a_missing_program_is_a_spawn_failure_through_the_shim() {
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.d");
-    std::fs::create_dir(&tools).unwrap();
-    std::fs::write(
-        tools.join("t.json"),
-        json!({"tools": [raw_tool("run_missing", &["/nonexistent/program-xyz"], json!({}))]}).to_string(),
-    )
-    .unwrap();
+    let tools = tools_dir(
+        dir.path(),
+        &[raw_tool("run_missing", &["/nonexistent/program-xyz"], json!({}))],
+    );
     let server = Binary::start(&binary_config(dir.path()), &tools);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let r = rt.block_on(call_binary(&client(), &server, "run_missing", json!({})));
