@@ -53,6 +53,10 @@ def start(work: Path, wrapper: list[str]) -> tuple[subprocess.Popen, int, str]:
     if "BENCH_LOG" in bench.os.environ:  # toolwire's log filter, as for bench/run.py
         with config.open("a") as f:
             f.write(f"log = {json.dumps(bench.os.environ['BENCH_LOG'])}\n")
+    # Busy polling off: these figures count the work of a request, and a spin's polling (which
+    # bench/run.py's CPU figures do include) is waiting, not work (docs/operations.md#busy-polling).
+    with config.open("a") as f:
+        f.write('[busy_poll]\nwindow = "0s"\n')
     log = (work / "toolwire.log").open("wb")
     tw = subprocess.Popen([*wrapper, bench.TOOLWIRE, "serve", "--config", str(config)], stdout=log, stderr=log)
     bench.PROCS.append(("toolwire", tw))

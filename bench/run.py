@@ -21,6 +21,7 @@ Settings (environment):
                      $CARGO_TARGET_DIR/bench/out-of-process.json)
   TOOLWIRE_BIN, BACKEND_BIN, OHA_BIN   the programs (the Makefile passes them)
   BENCH_LOG          toolwire's log filter (default: the shipped default, `info`)
+  BENCH_BUSY_POLL    toolwire's busy_poll.window (default: the shipped default; "0s": off)
 Quick check: BENCH_SECS=2 BENCH_RUNS=1 make bench-oop
 
 Exit status: 0 when every run completed without errors (whether or not the goals are met),
@@ -283,6 +284,9 @@ def _measure(work: Path) -> int:
     if "BENCH_LOG" in os.environ:
         with config.open("a") as f:
             f.write(f"log = {json.dumps(os.environ['BENCH_LOG'])}\n")
+    if "BENCH_BUSY_POLL" in os.environ:  # e.g. "0s": busy polling off (docs/operations.md#busy-polling)
+        with config.open("a") as f:
+            f.write(f"[busy_poll]\nwindow = {json.dumps(os.environ['BENCH_BUSY_POLL'])}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("RUST_LOG",) and not k.startswith("TOOLWIRE_")}
     log_path = work / "toolwire.log"
     with log_path.open("wb") as log:

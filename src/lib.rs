@@ -37,8 +37,10 @@
 //!   with the `rmcp` SDK kept behind it.
 //! - [`api`]: the router, thin handlers, auth/body/shedding guards, streaming answers, errors.
 //! - [`server`], [`shutdown`], [`telemetry`], [`health`]: serving with limits and drain (one
-//!   single-threaded runtime per CPU serves each connection start to end: `server::workers`),
-//!   signals, logs and metrics, the `toolwire health` probe.
+//!   single-threaded runtime per CPU serves each connection start to end: `server::workers`;
+//!   a lightly loaded one polls instead of sleeping: `server::busy_poll`), signals, logs
+//!   (batched per worker, `telemetry::log_writer`; timestamps, `telemetry::clock`) and metrics,
+//!   the `toolwire health` probe.
 //! - [`cli`], [`check`]: the command line (`main.rs` is the only place using `anyhow`).
 
 #![warn(clippy::print_stdout)]

@@ -2,6 +2,7 @@
 //! (batched on serving workers: [`log_writer`]);
 //! OpenTelemetry traces when the `OTEL_*` variables ask for them ([`traces`]).
 
+pub mod clock;
 pub mod log_writer;
 pub mod traces;
 
@@ -17,6 +18,7 @@ pub fn init(filter: &str, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(env_filter)
         .with_ansi(ansi)
+        .with_timer(clock::CachedUtc)
         .with_writer(log_writer::Stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -50,6 +52,7 @@ pub fn init_with_traces(filter: &str, format: LogFormat) -> Result<Option<traces
     let fmt = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .with_ansi(ansi())
+            .with_timer(clock::CachedUtc)
             .json()
             .flatten_event(true)
             .with_writer(log_writer::Stderr)
@@ -57,6 +60,7 @@ pub fn init_with_traces(filter: &str, format: LogFormat) -> Result<Option<traces
             .boxed(),
         LogFormat::Pretty => tracing_subscriber::fmt::layer()
             .with_ansi(ansi())
+            .with_timer(clock::CachedUtc)
             .fmt_fields(escaped_fields())
             .with_writer(log_writer::Stderr)
             .with_filter(logs)

@@ -35,6 +35,7 @@ pub struct ServerConfig {
     /// Serving worker threads (each its own single-threaded runtime, see `server::workers`);
     /// 0 = one per CPU.
     pub workers: usize,
+    pub busy_poll: BusyPollConfig,
     pub limits: Limits,
     pub defaults: ToolDefaults,
     pub http_client: HttpClientConfig,
@@ -270,6 +271,20 @@ pub struct ShutdownConfig {
     pub drain: HumanDuration,
 }
 
+/// Busy polling of lightly loaded serving workers (`server::busy_poll`,
+/// `docs/operations.md#busy-polling`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusyPollConfig {
+    /// Longest spin after a request starts or ends; `0s`: never spin.
+    pub window: HumanDuration,
+    /// Spin only while the worker serves at most this many client connections.
+    pub max_connections: usize,
+}
+
+/// Longest `busy_poll.window` accepted: a longer spin only burns CPU.
+pub const MAX_BUSY_POLL_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A server configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerConfigError {
@@ -380,6 +395,9 @@ impl ServerConfig {
         }
         if self.workers > MAX_WORKERS {
             problems.push(format!("workers must be at most {MAX_WORKERS} (0 = one per CPU)"));
+        }
+        if self.busy_poll.window.0 > MAX_BUSY_POLL_WINDOW {
+            problems.push("busy_poll.window must be at most 10ms (\"0s\" turns busy polling off)".to_owned());
         }
         if let Err(e) = self.check_exposure() {
             problems.push(e.to_string());

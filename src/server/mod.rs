@@ -2,10 +2,12 @@
 //! `127.0.0.1:0` and learn the port before the first request.
 //!
 //! Connections are accepted here and served by the [`workers`] (one single-threaded runtime
-//! per CPU), with hyper's HTTP/1.1 server directly (not `axum::serve`) because it lets us bound
-//! the time a client may take to send its headers (slowloris), and its graceful shutdown
-//! watches every connection.
+//! per CPU, which [`busy_poll`] briefly instead of sleeping while lightly loaded), with
+//! hyper's HTTP/1.1 server directly (not `axum::serve`) because it lets us bound the time a
+//! client may take to send its headers (slowloris), and its graceful shutdown watches every
+//! connection.
 
+pub mod busy_poll;
 pub mod linger;
 pub mod workers;
 
@@ -53,7 +55,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = router(state.clone());
     let header_timeout = state.config.limits.header_read_timeout.0;
-    let mut workers = workers::Workers::start(state.config.worker_count(), &app, header_timeout)?;
+    let busy_poll = busy_poll::BusyPoll {
+        window: state.config.busy_poll.window.0,
+        max_connections: state.config.busy_poll.max_connections,
+    };
+    let mut workers = workers::Workers::start(state.config.worker_count(), &app, header_timeout, &busy_poll)?;
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     // One permit per open connection: past the cap, new connections wait in the listen backlog

@@ -71,7 +71,12 @@ impl Drop for OpenGuard {
 impl Workers {
     /// Starts `count` (at least one) worker threads serving `app`. Fails only when a thread or
     /// its runtime cannot be created.
-    pub fn start(count: usize, app: &Router, header_timeout: Duration) -> std::io::Result<Workers> {
+    pub fn start(
+        count: usize,
+        app: &Router,
+        header_timeout: Duration,
+        busy_poll: &super::busy_poll::BusyPoll,
+    ) -> std::io::Result<Workers> {
         let count = count.max(1);
         let open: Arc<[AtomicUsize]> = (0..count).map(|_| AtomicUsize::new(0)).collect();
         let mut workers = Workers {
@@ -84,7 +89,10 @@ impl Workers {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 // The worker's log lines of a busy stretch are written together when it idles.
-                .on_thread_park(crate::telemetry::log_writer::flush_this_thread)
+                .on_thread_park(|| {
+                    crate::telemetry::log_writer::flush_this_thread();
+                    super::busy_poll::before_park();
+                })
                 .build()?;
             // Unbounded on purpose: every job holds a connection permit, so the queue can never
             // hold more than `limits.max_connections`.
@@ -92,9 +100,21 @@ impl Workers {
             let (stopped, on_stop) = oneshot::channel();
             let app = app.clone();
             let open = Arc::clone(&workers.open);
+            let busy_poll = busy_poll.clone();
             std::thread::Builder::new()
                 .name(format!("tw-worker-{index}"))
-                .spawn(move || run(index, runtime, jobs, app, header_timeout, open, stopped))?;
+                .spawn(move || {
+                    run(Worker {
+                        index,
+                        runtime,
+                        jobs,
+                        app,
+                        header_timeout,
+                        open,
+                        busy_poll,
+                        stopped,
+                    });
+                })?;
             workers.queues.push(queue);
             workers.stopped.push(on_stop);
         }
@@ -137,19 +157,37 @@ impl Workers {
     }
 }
 
-/// One worker thread: serves the connections it is given until its queue closes.
-fn run(
+/// What one worker thread runs with.
+struct Worker {
     index: usize,
     runtime: tokio::runtime::Runtime,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
+    jobs: mpsc::UnboundedReceiver<Job>,
     app: Router,
     header_timeout: Duration,
     open: Arc<[AtomicUsize]>,
+    busy_poll: super::busy_poll::BusyPoll,
     stopped: oneshot::Sender<()>,
-) {
+}
+
+/// One worker thread: serves the connections it is given until its queue closes.
+fn run(worker: Worker) {
+    let Worker {
+        index,
+        runtime,
+        mut jobs,
+        app,
+        header_timeout,
+        open,
+        busy_poll,
+        stopped,
+    } = worker;
     crate::backend::http::set_worker_slot(index);
     crate::telemetry::log_writer::batch_this_thread();
+    let spinner = super::busy_poll::install(busy_poll, Arc::clone(&open), index);
     runtime.block_on(async move {
+        if let Some(spinner) = spinner {
+            tokio::spawn(spinner);
+        }
         while let Some(Job {
             stream,
             permit,
@@ -186,8 +224,15 @@ fn run(
 /// was still sending is closed gently ([`super::linger`]).
 async fn connection(stream: TcpStream, app: Router, header_timeout: Duration, watcher: Watcher) {
     let (stream, leftover) = super::linger::LingeringStream::new(stream);
-    let service =
-        hyper::service::service_fn(move |req: hyper::Request<Incoming>| app.clone().oneshot(req.map(Body::new)));
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let activity = super::busy_poll::Activity::start();
+        let answer = app.clone().oneshot(req.map(Body::new));
+        async move {
+            let answer = answer.await;
+            drop(activity);
+            answer
+        }
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -237,7 +282,11 @@ mod tests {
             "/",
             axum::routing::get(|| async { std::thread::current().name().unwrap_or("?").to_owned() }),
         );
-        let mut workers = Workers::start(2, &app, Duration::from_secs(5)).unwrap();
+        let busy_poll = crate::server::busy_poll::BusyPoll {
+            window: Duration::from_micros(200),
+            max_connections: 2,
+        };
+        let mut workers = Workers::start(2, &app, Duration::from_secs(5), &busy_poll).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let slots = Arc::new(tokio::sync::Semaphore::new(8));

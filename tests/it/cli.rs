@@ -158,15 +158,15 @@ fn schemas_prints_the_provider_array() {
 
 /// `serve` with `TOOLWIRE_LISTEN=127.0.0.1:0` binds a free port, answers `/healthz`, and exits
 /// 0 on SIGTERM; `TOOLWIRE_WORKERS=3` gives it three serving worker threads.
-#[test]
-fn serve_binds_from_env_answers_and_stops_on_sigterm() {
-    let mut child = toolwire(&["serve", "--tools-dir", "tools.d", "--log-format", "json"])
-        .env("TOOLWIRE_LISTEN", "127.0.0.1:0")
-        .env("TOOLWIRE_WORKERS", "3")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// `toolwire serve` on `127.0.0.1:0` with JSON logs and `env`; returns the child, its address
+/// and its `Listening.` log line.
+fn serve_on_a_free_port(env: &[(&str, &str)]) -> (std::process::Child, String, serde_json::Value) {
+    let mut cmd = toolwire(&["serve", "--tools-dir", "tools.d", "--log-format", "json"]);
+    cmd.env("TOOLWIRE_LISTEN", "127.0.0.1:0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -175,16 +175,25 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(20);
-    let addr = loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("a Listening log line");
+    let listening = loop {
+        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no Listening log line within 20 s");
+        };
         let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
         if v["message"] == "Listening." {
-            assert_eq!(v["workers"], 3, "{line}");
-            break v["addr"].as_str().unwrap().to_owned();
+            break v;
         }
     };
+    let addr = listening["addr"].as_str().unwrap_or_default().to_owned();
+    (child, addr, listening)
+}
+
+#[test]
+fn serve_binds_from_env_answers_and_stops_on_sigterm() {
+    let (mut child, addr, listening) = serve_on_a_free_port(&[("TOOLWIRE_WORKERS", "3")]);
+    assert_eq!(listening["workers"], 3, "{listening}");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let body: serde_json::Value = rt.block_on(async {
         reqwest::Client::builder()
@@ -219,6 +228,90 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
         if let Some(status) = child.try_wait().unwrap() {
             assert!(status.success(), "{status:?}");
             break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "server did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CPU time (user + system, in clock ticks) of the thread of `pid` named `name`.
+fn thread_ticks(pid: u32, name: &str) -> u64 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        if std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after the `(comm)`: state is the first; utime and stime are the 12th and 13th.
+        let rest = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        return fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    panic!("no thread {name} in process {pid}");
+}
+
+/// Busy polling (docs/operations.md#busy-polling), measured on the real server's worker thread
+/// with the longest window (10 ms) so that spins show in its CPU time: a request ending arms a
+/// spin; spins that never see the next request in time stop after the history says they do not
+/// pay off (one probe in 16 still runs); an idle server does not spin at all.
+#[test]
+fn busy_polling_spins_after_requests_stops_when_it_does_not_pay_and_never_when_idle() {
+    let (child, addr, _) = serve_on_a_free_port(&[("TOOLWIRE_WORKERS", "1"), ("TOOLWIRE_BUSY_POLL__WINDOW", "10ms")]);
+    let pid = child.id();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    // Requests 50 ms apart: every spin (10 ms) runs out before the next request arrives.
+    let requests = |n: usize| {
+        rt.block_on(async {
+            for _ in 0..n {
+                let resp = client.get(format!("http://{addr}/healthz")).send().await.unwrap();
+                assert!(resp.status().is_success());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+    };
+    let tick_ms = 1000 / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap().unwrap() as u64;
+    let t0 = thread_ticks(pid, "tw-worker-0");
+    // A new worker spins until its spins show they do not pay off: 8 spins of 10 ms.
+    requests(8);
+    let t1 = thread_ticks(pid, "tw-worker-0");
+    // Then only the probes: one armed spin in 16.
+    requests(16);
+    let t2 = thread_ticks(pid, "tw-worker-0");
+    // Idle: nothing arms a spin.
+    std::thread::sleep(Duration::from_millis(1000));
+    let t3 = thread_ticks(pid, "tw-worker-0");
+    let (spinning, probing, idle) = ((t1 - t0) * tick_ms, (t2 - t1) * tick_ms, (t3 - t2) * tick_ms);
+    assert!(
+        spinning >= 30,
+        "8 spins of 10 ms cost only {spinning} ms of the worker's CPU"
+    );
+    assert!(
+        probing < spinning && probing <= 40,
+        "spins that do not pay off went on: {probing} ms for 16 requests (the first 8: {spinning} ms)"
+    );
+    assert!(idle <= 20, "an idle worker used {idle} ms of CPU in 1 s");
+    stop(child);
+}
+
+/// SIGTERM, then the exit status (0) within 10 s.
+fn stop(mut child: std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            return;
         }
         assert!(
             start.elapsed() < Duration::from_secs(10),
