@@ -15,15 +15,37 @@ pub fn bound(value: Value, backend_truncated: bool, max_bytes: usize) -> (Value,
             (Value::String(cut(&s, max_bytes, total, backend_truncated)), true)
         }
         other => {
-            let text = other.to_string();
-            if text.len() <= max_bytes {
+            // Measured without building the text: the usual small answer fits.
+            if fits(&other, max_bytes) {
                 return (other, backend_truncated);
             }
             // A cut JSON document is no longer JSON: hand the model the cut text, clearly marked.
+            let text = other.to_string();
             let total = text.len();
             (Value::String(cut(&text, max_bytes, total, backend_truncated)), true)
         }
     }
+}
+
+/// Whether `value` as compact JSON takes at most `max_bytes`; stops counting once it does not.
+fn fits(value: &Value, max_bytes: usize) -> bool {
+    /// Counts what would be written; fails once past the limit, which ends serialisation.
+    struct Counter {
+        left: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.left = self
+                .left
+                .checked_sub(buf.len())
+                .ok_or_else(|| std::io::Error::other("over the limit"))?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Counter { left: max_bytes }, value).is_ok()
 }
 
 /// The first part of `s` that fits `max_bytes` together with the marker.
@@ -65,6 +87,16 @@ mod tests {
         let (v, t) = bound(big, false, 100);
         assert!(t);
         assert!(v.as_str().unwrap().starts_with("{\"items\":[1,1"));
+    }
+
+    /// The size check agrees with the text at the limit and one byte below it.
+    #[test]
+    fn json_of_exactly_the_limit_fits_and_one_byte_more_does_not() {
+        let v = json!({"a": [1, 2, "é\n"], "b": null});
+        let len = v.to_string().len();
+        assert_eq!(bound(v.clone(), false, len), (v.clone(), false));
+        let (cut, t) = bound(v, false, len - 1);
+        assert!(t && cut.is_string(), "{cut}");
     }
 
     #[test]
