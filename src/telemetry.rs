@@ -302,6 +302,21 @@ pub mod metrics {
             "toolwire_store_errors_total",
             "Shared store (Redis) commands that failed or timed out."
         );
+        describe_counter!(
+            "toolwire_busy_poll_spins_total",
+            "Busy-polling spins of the serving workers by outcome: `caught` (a request started or ended during the spin) or `ran_out`."
+        );
+    }
+
+    /// The counters of busy-polling spins (`caught`, `ran_out`), as handles a worker keeps:
+    /// counting a spin is then one atomic add. Installs the recorder first, so the handles are
+    /// live however early a worker asks.
+    pub fn busy_poll_spins() -> (metrics::Counter, metrics::Counter) {
+        let _ = handle();
+        (
+            metrics::counter!("toolwire_busy_poll_spins_total", "outcome" => "caught"),
+            metrics::counter!("toolwire_busy_poll_spins_total", "outcome" => "ran_out"),
+        )
     }
 
     /// Counts a call run without deduplication (the shared store failed).

@@ -23,7 +23,8 @@
 //!   when they would pay off again.
 //!
 //! Each request start or end arms at most one spin; a spin that ends without new activity does
-//! not start another, so an idle worker sleeps. `busy_poll.window = "0s"` turns it off
+//! not start another, so an idle worker sleeps. `toolwire_busy_poll_spins_total{outcome}`
+//! counts the spins that caught something and those that ran out. `busy_poll.window = "0s"` turns it off
 //! (`docs/operations.md#busy-polling`).
 
 use std::cell::{Cell, RefCell};
@@ -109,6 +110,9 @@ struct State {
     kicked: bool,
     waker: Option<Waker>,
     record: Record,
+    /// `toolwire_busy_poll_spins_total{outcome="caught"}` and `{outcome="ran_out"}`.
+    caught: metrics::Counter,
+    ran_out: metrics::Counter,
 }
 
 /// Marks a request's start when made and its end when dropped (answered or abandoned): each
@@ -149,6 +153,7 @@ pub fn install(
         return None;
     }
     let window = settings.window;
+    let (caught, ran_out) = crate::telemetry::metrics::busy_poll_spins();
     STATE.with(|s| {
         *s.borrow_mut() = Some(State {
             settings,
@@ -158,6 +163,8 @@ pub fn install(
             kicked: false,
             waker: None,
             record: Record::default(),
+            caught,
+            ran_out,
         });
     });
     Some(async move {
@@ -180,6 +187,7 @@ pub fn install(
                     && let Some(state) = s.as_mut()
                 {
                     state.record.record(caught);
+                    if caught { &state.caught } else { &state.ran_out }.increment(1);
                 }
             });
         }
