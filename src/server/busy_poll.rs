@@ -12,7 +12,7 @@
 //! The price is CPU, so a spin is bounded three ways:
 //! - it ends as soon as a request starts or ends on the worker (what it waited for came), and
 //!   after `window` at most;
-//! - it only happens while the worker serves at most [`BusyPoll::max_connections`]
+//! - it only happens while the worker serves at most `busy_poll.max_connections`
 //!   connections: with more clients a worker seldom idles anyway, and when it does, the CPU a
 //!   spin would burn is what the processes it waits for (the backends, the clients preparing
 //!   their next request) need;
@@ -32,22 +32,15 @@ use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use crate::config::server::BusyPollConfig;
 
 /// How many recent spins decide whether the next one is worth it.
 pub const HISTORY: u32 = 8;
 
 /// While spins do not pay off, one armed spin in this many runs anyway (a probe).
 pub const PROBE_EVERY: u32 = 16;
-
-/// The settings of one worker's busy polling (`busy_poll` in the config).
-#[derive(Debug, Clone)]
-pub struct BusyPoll {
-    /// How long one spin polls at most; zero: never.
-    pub window: Duration,
-    /// Spin only while the worker serves at most this many connections.
-    pub max_connections: usize,
-}
 
 thread_local! {
     /// This worker's state; `None` on threads that do not busy-poll.
@@ -56,25 +49,15 @@ thread_local! {
     static ACTIVITY: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Whether recent spins paid off: a bit per spin, newest lowest, 1 = it saw activity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether recent spins paid off: a bit per spin, newest lowest, 1 = it saw activity. Empty
+/// at first, which counts as paying off: a new worker spins until its spins show otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Record {
     bits: u32,
     /// Spins recorded so far, up to [`HISTORY`].
     len: u32,
     /// Arms declined since the last spin (for the probes).
     declined: u32,
-}
-
-impl Default for Record {
-    /// Optimistic: a new worker spins until its spins show they do not pay off.
-    fn default() -> Self {
-        Record {
-            bits: 0,
-            len: 0,
-            declined: 0,
-        }
-    }
 }
 
 impl Record {
@@ -100,7 +83,8 @@ impl Record {
 }
 
 struct State {
-    settings: BusyPoll,
+    /// Spin only while this worker serves at most this many connections.
+    max_connections: usize,
     /// This worker's open connections (the placement counter of `workers`).
     open: Arc<[AtomicUsize]>,
     index: usize,
@@ -145,18 +129,18 @@ fn activity() -> u64 {
 /// Runs on the worker's thread: from now on its park hook may start spins, done by the task
 /// this returns (spawn it on the worker's runtime). `None` when the window is zero.
 pub fn install(
-    settings: BusyPoll,
+    settings: BusyPollConfig,
     open: Arc<[AtomicUsize]>,
     index: usize,
 ) -> Option<impl std::future::Future<Output = ()>> {
-    if settings.window.is_zero() {
+    let window = settings.window.0;
+    if window.is_zero() {
         return None;
     }
-    let window = settings.window;
     let (caught, ran_out) = crate::telemetry::metrics::busy_poll_spins();
     STATE.with(|s| {
         *s.borrow_mut() = Some(State {
-            settings,
+            max_connections: settings.max_connections,
             open,
             index,
             armed_for: activity(),
@@ -235,7 +219,7 @@ pub fn before_park() {
             .open
             .get(state.index)
             .map_or(usize::MAX, |n| n.load(Ordering::Relaxed));
-        if open > state.settings.max_connections || !state.record.should_spin() {
+        if open > state.max_connections || !state.record.should_spin() {
             return None;
         }
         state.kicked = true;

@@ -55,11 +55,12 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = router(state.clone());
     let header_timeout = state.config.limits.header_read_timeout.0;
-    let busy_poll = busy_poll::BusyPoll {
-        window: state.config.busy_poll.window.0,
-        max_connections: state.config.busy_poll.max_connections,
-    };
-    let mut workers = workers::Workers::start(state.config.worker_count(), &app, header_timeout, &busy_poll)?;
+    let mut workers = workers::Workers::start(
+        state.config.worker_count(),
+        &app,
+        header_timeout,
+        &state.config.busy_poll,
+    )?;
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     // One permit per open connection: past the cap, new connections wait in the listen backlog

@@ -75,7 +75,7 @@ impl Workers {
         count: usize,
         app: &Router,
         header_timeout: Duration,
-        busy_poll: &super::busy_poll::BusyPoll,
+        busy_poll: &crate::config::server::BusyPollConfig,
     ) -> std::io::Result<Workers> {
         let count = count.max(1);
         let open: Arc<[AtomicUsize]> = (0..count).map(|_| AtomicUsize::new(0)).collect();
@@ -165,7 +165,7 @@ struct Worker {
     app: Router,
     header_timeout: Duration,
     open: Arc<[AtomicUsize]>,
-    busy_poll: super::busy_poll::BusyPoll,
+    busy_poll: crate::config::server::BusyPollConfig,
     stopped: oneshot::Sender<()>,
 }
 
@@ -282,8 +282,8 @@ mod tests {
             "/",
             axum::routing::get(|| async { std::thread::current().name().unwrap_or("?").to_owned() }),
         );
-        let busy_poll = crate::server::busy_poll::BusyPoll {
-            window: Duration::from_micros(200),
+        let busy_poll = crate::config::server::BusyPollConfig {
+            window: crate::config::duration::HumanDuration(Duration::from_micros(200)),
             max_connections: 2,
         };
         let mut workers = Workers::start(2, &app, Duration::from_secs(5), &busy_poll).unwrap();

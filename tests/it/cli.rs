@@ -1,9 +1,11 @@
 //! The real `toolwire` binary: `check` exit codes and output, env overrides, `schemas`,
 //! `serve` on a port chosen by the OS, and a clean exit on SIGTERM.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::binary::Binary;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolwire");
 
@@ -158,41 +160,15 @@ fn schemas_prints_the_provider_array() {
 
 /// `serve` with `TOOLWIRE_LISTEN=127.0.0.1:0` binds a free port, answers `/healthz`, and exits
 /// 0 on SIGTERM; `TOOLWIRE_WORKERS=3` gives it three serving worker threads.
-/// `toolwire serve` on `127.0.0.1:0` with JSON logs and `env`; returns the child, its address
-/// and its `Listening.` log line.
-fn serve_on_a_free_port(env: &[(&str, &str)]) -> (std::process::Child, String, serde_json::Value) {
-    let mut cmd = toolwire(&["serve", "--tools-dir", "tools.d", "--log-format", "json"]);
-    cmd.env("TOOLWIRE_LISTEN", "127.0.0.1:0");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let listening = loop {
-        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no Listening log line within 20 s");
-        };
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-        if v["message"] == "Listening." {
-            break v;
-        }
-    };
-    let addr = listening["addr"].as_str().unwrap_or_default().to_owned();
-    (child, addr, listening)
-}
-
 #[test]
 fn serve_binds_from_env_answers_and_stops_on_sigterm() {
-    let (mut child, addr, listening) = serve_on_a_free_port(&[("TOOLWIRE_WORKERS", "3")]);
+    let mut bin = serve(&[("TOOLWIRE_WORKERS", "3")]);
+    let listening = bin
+        .stderr()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["message"] == "Listening.")
+        .expect("a Listening log line");
     assert_eq!(listening["workers"], 3, "{listening}");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let body: serde_json::Value = rt.block_on(async {
@@ -200,7 +176,7 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
             .no_proxy()
             .build()
             .unwrap()
-            .get(format!("http://{addr}/healthz"))
+            .get(bin.url("/healthz"))
             .send()
             .await
             .unwrap()
@@ -210,7 +186,7 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
     });
     assert_eq!(body["status"], "ok");
     // Answered, so the workers are running.
-    let mut workers: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+    let mut workers: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", bin.pid()))
         .unwrap()
         .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
         .map(|c| c.trim().to_owned())
@@ -218,23 +194,24 @@ fn serve_binds_from_env_answers_and_stops_on_sigterm() {
         .collect();
     workers.sort();
     assert_eq!(workers, ["tw-worker-0", "tw-worker-1", "tw-worker-2"]);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "server did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    stop(&mut bin);
+}
+
+/// `toolwire serve` with the shipped config and tools, JSON logs, and `env` (plus an unrelated
+/// `TOOLWIRE_*` variable, which must never break the server) on `127.0.0.1:0`.
+fn serve(env: &[(&str, &str)]) -> Binary {
+    let mut env = env.to_vec();
+    env.push(("TOOLWIRE_SOMETHING_UNRELATED", "x"));
+    Binary::start_with_env(Path::new("config/toolwire.toml"), Path::new("tools.d"), &env)
+}
+
+/// SIGTERM, then the exit status: 0, within 10 s.
+fn stop(bin: &mut Binary) {
+    bin.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = bin
+        .wait_exit(Duration::from_secs(10))
+        .expect("server did not stop on SIGTERM");
+    assert!(status.success(), "{status:?}");
 }
 
 /// `toolwire_busy_poll_spins_total{outcome="caught"}` + `{outcome="ran_out"}` in a `/metrics`
@@ -257,7 +234,7 @@ fn spins(metrics: &str) -> (u64, u64) {
 /// ~100 times a second).
 #[test]
 fn busy_polling_spins_after_requests_stops_when_it_does_not_pay_and_never_when_idle() {
-    let (child, addr, _) = serve_on_a_free_port(&[("TOOLWIRE_WORKERS", "1"), ("TOOLWIRE_BUSY_POLL__WINDOW", "10ms")]);
+    let mut bin = serve(&[("TOOLWIRE_WORKERS", "1"), ("TOOLWIRE_BUSY_POLL__WINDOW", "10ms")]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -266,7 +243,7 @@ fn busy_polling_spins_after_requests_stops_when_it_does_not_pay_and_never_when_i
     let requests = |n: usize| {
         rt.block_on(async {
             for _ in 0..n {
-                let resp = client.get(format!("http://{addr}/healthz")).send().await.unwrap();
+                let resp = client.get(bin.url("/healthz")).send().await.unwrap();
                 assert!(resp.status().is_success());
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -275,7 +252,7 @@ fn busy_polling_spins_after_requests_stops_when_it_does_not_pay_and_never_when_i
     let scrape = || {
         rt.block_on(async {
             let text = client
-                .get(format!("http://{addr}/metrics"))
+                .get(bin.url("/metrics"))
                 .send()
                 .await
                 .unwrap()
@@ -305,26 +282,5 @@ fn busy_polling_spins_after_requests_stops_when_it_does_not_pay_and_never_when_i
     let (caught3, ran_out3) = scrape();
     let idle = (caught3 + ran_out3) - (caught2 + ran_out2);
     assert!(idle <= 1, "an idle worker spun {idle} times in 1 s");
-    stop(child);
-}
-
-/// SIGTERM, then the exit status (0) within 10 s.
-fn stop(mut child: std::process::Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "server did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    stop(&mut bin);
 }
